@@ -1,0 +1,285 @@
+"""Typed command headers: dataclasses that round-trip through extFields (spec 1.10, 2.3-2.7).
+
+Attributes are snake_case; the wire name is the camelCase form unless a field names it explicitly
+(``wire``). A field without a default is required: decoding fails with a message naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, ClassVar, Self
+
+
+class HeaderFieldError(ValueError):
+    """A required extField is missing or does not parse as its Java type."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def wire(name: str, default: Any = dataclasses.MISSING) -> Any:
+    return field(default=default, metadata={"wire": name})
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    attr: str
+    wire: str
+    kind: type
+    required: bool
+
+
+@cache
+def _specs(cls: type) -> tuple[_FieldSpec, ...]:
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        kinds = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append(_FieldSpec(f.name, f.metadata.get("wire", _camel(f.name)), kinds[0], required))
+    return tuple(specs)
+
+
+def _parse(spec: _FieldSpec, raw: str) -> Any:
+    if spec.kind is str:
+        return raw
+    if spec.kind is bool:
+        return raw.strip().lower() == "true"
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise HeaderFieldError(f"field {spec.wire!r} must be a number, got {raw!r}") from None
+
+
+class CommandHeader:
+    """Base of every typed header; ``aliases`` maps alternative wire names (SEND_MESSAGE_V2's a..n)."""
+
+    aliases: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def from_ext(cls, ext: dict[str, str], *, compact: bool = False) -> Self:
+        if compact and cls.aliases:
+            ext = {cls.aliases.get(k, k): v for k, v in ext.items()}
+        values: dict[str, Any] = {}
+        for spec in _specs(cls):
+            raw = ext.get(spec.wire)
+            if raw is None or (raw == "" and spec.kind is not str):
+                if spec.required:
+                    raise HeaderFieldError(f"missing required field {spec.wire!r}")
+                continue
+            if raw == "" and spec.kind is str and not spec.required:
+                continue  # Go sends empty strings for absent optional fields (spec 1.10)
+            values[spec.attr] = _parse(spec, raw)
+        return cls(**values)
+
+    def to_ext(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for spec in _specs(type(self)):
+            value = getattr(self, spec.attr)
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                out[spec.wire] = "true" if value else "false"
+            else:
+                out[spec.wire] = str(value)
+        return out
+
+
+# --- name server -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(CommandHeader):
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+@dataclass(slots=True)
+class RegisterBrokerRequestHeader(CommandHeader):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: int
+    compressed: bool = False
+    body_crc32: int = 0
+
+
+@dataclass(slots=True)
+class UnregisterBrokerRequestHeader(CommandHeader):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
+class TopicRequestHeader(CommandHeader):
+    """Shared by commands that only name a topic (DELETE_TOPIC_*, GET_TOPIC_STATS_INFO)."""
+
+    topic: str
+
+
+# --- producer -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SendMessageRequestHeader(CommandHeader):
+    aliases: ClassVar[dict[str, str]] = {
+        "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+        "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+        "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "bname",
+    }
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    batch: bool = False
+    max_reconsume_times: int | None = None
+    bname: str | None = None
+
+    def to_compact_ext(self) -> dict[str, str]:
+        back = {v: k for k, v in self.aliases.items()}
+        return {back[k]: v for k, v in self.to_ext().items()}
+
+
+@dataclass(slots=True)
+class SendMessageResponseHeader(CommandHeader):
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+
+
+# --- client management ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class UnregisterClientRequestHeader(CommandHeader):
+    client_id: str = wire("clientID")
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+@dataclass(slots=True)
+class ConsumerGroupRequestHeader(CommandHeader):
+    """GET_CONSUMER_LIST_BY_GROUP, NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_CONNECTION_LIST."""
+
+    consumer_group: str
+
+
+# --- consumer -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PullMessageRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    sub_version: int
+    subscription: str | None = None
+    expression_type: str | None = None
+    bname: str | None = None
+
+
+@dataclass(slots=True)
+class PullMessageResponseHeader(CommandHeader):
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(CommandHeader):
+    offset: int
+    group: str
+    delay_level: int
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+    bname: str | None = None
+
+
+@dataclass(slots=True)
+class QueueRequestHeader(CommandHeader):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME."""
+
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True)
+class SearchOffsetRequestHeader(CommandHeader):
+    topic: str
+    queue_id: int
+    timestamp: int
+
+
+# --- admin and query -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CreateTopicRequestHeader(CommandHeader):
+    topic: str
+    default_topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str = "SINGLE_TAG"
+    order: bool = False
+    topic_sys_flag: int | None = None
+
+
+@dataclass(slots=True)
+class ViewMessageRequestHeader(CommandHeader):
+    offset: int
+
+
+@dataclass(slots=True)
+class QueryMessageRequestHeader(CommandHeader):
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+
+
+@dataclass(slots=True)
+class GetConsumeStatsRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str | None = None

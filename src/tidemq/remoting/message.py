@@ -1,0 +1,406 @@
+"""The stored message layout and everything derived from it (spec section 3).
+
+The broker keeps messages in exactly this layout, so a pull response is a slice of the log.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import os
+import socket
+import struct
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+MAGIC_MESSAGE = 0xDAA320A7
+MAGIC_BLANK = 0xCBD43194
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+class SysFlag:
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_NOT_TYPE = 0x0
+    TRANSACTION_PREPARED = 0x4
+    TRANSACTION_COMMIT = 0x8
+    TRANSACTION_ROLLBACK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+    COMPRESSION_TYPE_MASK = 0x700
+
+    @staticmethod
+    def transaction_value(flag: int) -> int:
+        return flag & 0xC
+
+
+class Prop:
+    """Property keys of MessageConst that this code reads or writes."""
+
+    KEYS = "KEYS"
+    TAGS = "TAGS"
+    WAIT = "WAIT"
+    DELAY = "DELAY"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QID = "REAL_QID"
+    TRAN_MSG = "TRAN_MSG"
+    PGROUP = "PGROUP"
+    MIN_OFFSET = "MIN_OFFSET"
+    MAX_OFFSET = "MAX_OFFSET"
+    UNIQ_KEY = "UNIQ_KEY"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    RECONSUME_TIME = "RECONSUME_TIME"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    CONSUME_START_TIME = "CONSUME_START_TIME"
+    CLUSTER = "CLUSTER"
+
+
+class MessageDecodeError(ValueError):
+    """Bytes that do not hold a well-formed message record."""
+
+
+# Fixed part up to BODYLEN for IPv4 born and store hosts (spec 3.1).
+_V4_HEAD = struct.Struct(">iIiiiqqiq4siq4siiqi")
+HEAD_SIZE_V4 = _V4_HEAD.size  # 88
+POS_TOTAL_SIZE = 0
+POS_MAGIC = 4
+POS_BODY_CRC = 8
+POS_QUEUE_ID = 12
+POS_QUEUE_OFFSET = 20
+POS_PHYSICAL_OFFSET = 28
+POS_SYSFLAG = 36
+POS_BORN_TIMESTAMP = 40
+POS_BORN_HOST = 48
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+
+def body_crc(body: bytes | bytearray | memoryview) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def tag_hash(tag: str | None) -> int:
+    """Java ``String.hashCode`` over UTF-16 code units, as a signed 32-bit int (0 for no tag)."""
+    if not tag:
+        return 0
+    h = 0
+    units = tag.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def decode_properties(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    props: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEPARATOR):
+        key, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and key and value:
+            props[key] = value
+    return props
+
+
+def encode_properties(props: dict[str, str]) -> str:
+    return PROPERTY_SEPARATOR.join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None and k
+    )
+
+
+def compress_body(body: bytes, level: int = 5) -> bytes:
+    return zlib.compress(body, level)
+
+
+def decompress_body(body: bytes) -> bytes:
+    return zlib.decompress(body)
+
+
+# --- hosts and ids --------------------------------------------------------------------------------
+
+
+def pack_host(host: str, port: int) -> tuple[bytes, bool]:
+    """Return (ip bytes + port, is_v6) for a socket address."""
+    ip = ipaddress.ip_address(host)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.packed + _I32.pack(port), ip.version == 6
+
+
+def unpack_host(data: bytes | memoryview) -> str:
+    raw = bytes(data)
+    ip = ipaddress.ip_address(raw[:-4])
+    (port,) = _I32.unpack(raw[-4:])
+    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
+def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
+    """Offset message id (spec 3.7): store host ip + port + commit-log offset as upper-case hex."""
+    return (store_host + _I64.pack(commit_log_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    """Return ("ip:port", commit-log offset) from an offset message id."""
+    if len(msg_id) not in (32, 56):
+        raise MessageDecodeError(f"offset message id must be 32 or 56 hex characters: {msg_id!r}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise MessageDecodeError(f"offset message id is not hexadecimal: {msg_id!r}") from None
+    (offset,) = _I64.unpack(raw[-8:])
+    return unpack_host(raw[:-8]), offset
+
+
+class UniqueIdGenerator:
+    """UNIQ_KEY ids in the Java layout: ip, pid, a per-process hash, ms since month start, counter."""
+
+    def __init__(self, ip: str = "127.0.0.1") -> None:
+        addr, _ = pack_host(ip, 0)
+        self._prefix = addr[:-4][-4:] + (os.getpid() & 0x7FFF).to_bytes(2, "big")
+        self._prefix += _I32.pack(hash(os.urandom(8)) & 0x7FFFFFFF)
+        self._counter = itertools.count(int.from_bytes(os.urandom(2), "big"))
+        self._month_start = 0.0
+        self._next_month = 0.0
+
+    def _roll_month(self, now: float) -> None:
+        t = time.localtime(now)
+        self._month_start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
+        year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
+        self._next_month = time.mktime((year, month, 1, 0, 0, 0, 0, 0, -1))
+
+    def next_id(self) -> str:
+        now = time.time()
+        if now >= self._next_month:
+            self._roll_month(now)
+        elapsed = int((now - self._month_start) * 1000) & 0x7FFFFFFF
+        tail = _I32.pack(elapsed) + (next(self._counter) & 0xFFFF).to_bytes(2, "big")
+        return (self._prefix + tail).hex().upper()
+
+
+# --- records ---------------------------------------------------------------------------------------
+
+
+def encode_record(
+    *,
+    topic: str,
+    queue_id: int,
+    body: bytes | bytearray | memoryview,
+    properties: str,
+    flag: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 0,
+    born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00",
+    store_timestamp: int = 0,
+    store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00",
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    queue_offset: int = 0,
+    commit_log_offset: int = 0,
+) -> bytearray:
+    """Build one stored record; the store patches queue and commit-log offsets in place on append."""
+    topic_b = topic.encode()
+    props_b = properties.encode()
+    if len(topic_b) > 127:
+        raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
+    if len(props_b) > 32767:
+        raise MessageDecodeError(f"properties are {len(props_b)} bytes, over the 32767 limit")
+    if len(born_host) == 20:
+        sys_flag |= SysFlag.BORNHOST_V6
+    if len(store_host) == 20:
+        sys_flag |= SysFlag.STOREHOST_V6
+    total = HEAD_SIZE_V4 + (len(born_host) - 8) + (len(store_host) - 8) + len(body) + 1 + len(topic_b)
+    total += 2 + len(props_b)
+    out = bytearray(total)
+    _I32.pack_into(out, 0, total)
+    _U32.pack_into(out, 4, MAGIC_MESSAGE)
+    _I32.pack_into(out, 8, body_crc(body))
+    struct.pack_into(">iiqqiq", out, 12, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
+                     born_timestamp)
+    pos = 48
+    out[pos : pos + len(born_host)] = born_host
+    pos += len(born_host)
+    _I64.pack_into(out, pos, store_timestamp)
+    pos += 8
+    out[pos : pos + len(store_host)] = store_host
+    pos += len(store_host)
+    struct.pack_into(">iqi", out, pos, reconsume_times, prepared_transaction_offset, len(body))
+    pos += 16
+    out[pos : pos + len(body)] = body
+    pos += len(body)
+    out[pos] = len(topic_b)
+    out[pos + 1 : pos + 1 + len(topic_b)] = topic_b
+    pos += 1 + len(topic_b)
+    struct.pack_into(">h", out, pos, len(props_b))
+    out[pos + 2 :] = props_b
+    return out
+
+
+def _host_sizes(sys_flag: int) -> tuple[int, int]:
+    return (20 if sys_flag & SysFlag.BORNHOST_V6 else 8), (20 if sys_flag & SysFlag.STOREHOST_V6 else 8)
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    return POS_BORN_HOST + _host_sizes(sys_flag)[0]
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A decoded stored message, with the names RocketMQ clients use."""
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    queue_offset: int = 0
+    commit_log_offset: int = 0
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = ""
+    store_timestamp: int = 0
+    store_host: str = ""
+    store_host_raw: bytes = b""
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    body_crc: int = 0
+    store_size: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(Prop.TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(Prop.KEYS)
+
+    @property
+    def offset_msg_id(self) -> str:
+        return offset_msg_id(self.store_host_raw, self.commit_log_offset)
+
+    @property
+    def msg_id(self) -> str:
+        """What clients call msgId: the producer's UNIQ_KEY if set, else the offset id."""
+        return self.properties.get(Prop.UNIQ_KEY) or self.offset_msg_id
+
+
+def decode_record(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, decompress: bool = True, check_crc: bool = False
+) -> MessageExt:
+    view = memoryview(buf)
+    try:
+        total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = struct.unpack_from(
+            ">iIiiiqqiq", view, pos
+        )
+        if magic != MAGIC_MESSAGE:
+            raise MessageDecodeError(f"bad magic code {magic:#x} at {pos}")
+        if total < HEAD_SIZE_V4 + 3 or pos + total > len(view):
+            raise MessageDecodeError(f"record size {total} at {pos} does not fit the buffer")
+        born_len, store_len = _host_sizes(sys_flag)
+        p = pos + 48
+        born_host = unpack_host(view[p : p + born_len])
+        p += born_len
+        (store_ts,) = _I64.unpack_from(view, p)
+        p += 8
+        store_raw = bytes(view[p : p + store_len])
+        p += store_len
+        reconsume, prepared, body_len = struct.unpack_from(">iqi", view, p)
+        p += 16
+        end = pos + total
+        if body_len < 0 or p + body_len > end:
+            raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
+        body = bytes(view[p : p + body_len])
+        p += body_len
+        topic_len = view[p]
+        p += 1
+        topic = bytes(view[p : p + topic_len]).decode()
+        p += topic_len
+        (props_len,) = struct.unpack_from(">h", view, p)
+        p += 2
+        if props_len < 0 or p + props_len != end:
+            raise MessageDecodeError(f"properties length {props_len} does not close the record at {pos}")
+        props = decode_properties(bytes(view[p : p + props_len]).decode())
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, MessageDecodeError):
+            raise
+        raise MessageDecodeError(f"malformed record at {pos}: {exc}") from None
+    if check_crc and body_crc(body) != crc:
+        raise MessageDecodeError(f"body CRC mismatch at {pos}")
+    if decompress and sys_flag & SysFlag.COMPRESSED:
+        try:
+            body = decompress_body(body)
+        except zlib.error as exc:
+            raise MessageDecodeError(f"compressed body does not inflate: {exc}") from None
+    return MessageExt(
+        topic=topic, body=body, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=phys,
+        flag=flag, sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
+        store_host=unpack_host(store_raw), store_host_raw=store_raw, reconsume_times=reconsume,
+        prepared_transaction_offset=prepared, body_crc=crc, store_size=total, properties=props,
+    )
+
+
+def iter_records(buf: bytes | bytearray | memoryview, *, decompress: bool = True) -> Iterator[MessageExt]:
+    """Decode records laid back to back (a pull or query response body)."""
+    pos = 0
+    view = memoryview(buf)
+    while pos < len(view):
+        msg = decode_record(view, pos, decompress=decompress)
+        pos += msg.store_size
+        yield msg
+
+
+# --- batches (spec 3.5) -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class BatchItem:
+    flag: int
+    body: bytes
+    properties: str
+
+
+def encode_batch(items: list[BatchItem]) -> bytes:
+    parts = []
+    for item in items:
+        props = item.properties.encode()
+        total = 4 + 4 + 4 + 4 + 4 + len(item.body) + 2 + len(props)
+        parts.append(struct.pack(">iiiii", total, 0, 0, item.flag, len(item.body)))
+        parts.append(item.body)
+        parts.append(struct.pack(">h", len(props)) + props)
+    return b"".join(parts)
+
+
+def decode_batch(buf: bytes) -> list[BatchItem]:
+    items = []
+    pos = 0
+    view = memoryview(buf)
+    try:
+        while pos < len(view):
+            total, _magic, _crc, flag, body_len = struct.unpack_from(">iiiii", view, pos)
+            if total < 22 or pos + total > len(view) or body_len < 0 or 20 + body_len + 2 > total:
+                raise MessageDecodeError(f"batch record at {pos} has inconsistent sizes")
+            p = pos + 20
+            body = bytes(view[p : p + body_len])
+            p += body_len
+            (props_len,) = struct.unpack_from(">h", view, p)
+            p += 2
+            if props_len < 0 or p + props_len != pos + total:
+                raise MessageDecodeError(f"batch record at {pos} has a bad properties length")
+            items.append(BatchItem(flag, body, bytes(view[p : p + props_len]).decode()))
+            pos += total
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise MessageDecodeError(f"malformed batch body: {exc}") from None
+    return items
+
+
+def local_ipv4() -> str:
+    """Best guess at this host's IPv4 address without sending a packet; loopback as fallback."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

@@ -1,0 +1,339 @@
+"""asyncio transport for remoting: one connection type used by servers and clients alike.
+
+Every connection both matches responses to its own requests by opaque and dispatches the peer's
+requests to a handler, because brokers call clients back on the connection the client opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, FrameError, HeaderError, encode_parts
+from tidemq.remoting.headers import HeaderFieldError
+
+log = logging.getLogger(__name__)
+
+ProcessorResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+Processor = Callable[["RemotingConnection", RemotingCommand], ProcessorResult]
+
+
+class RemotingError(Exception):
+    """A remoting call failed before a response arrived."""
+
+
+class RemotingConnectError(RemotingError):
+    pass
+
+
+class RemotingTimeoutError(RemotingError):
+    pass
+
+
+class RemotingClosedError(RemotingError):
+    pass
+
+
+class RequestDispatcher:
+    """Maps request codes to processors: small functions that take a request and give a response.
+
+    A processor returns the response, ``None`` (no answer, for oneway requests), or an awaitable of
+    either when it must wait (long polling, group commit).
+    """
+
+    def __init__(self) -> None:
+        self._processors: dict[int, Processor] = {}
+
+    def register(self, code: int, processor: Processor) -> None:
+        self._processors[code] = processor
+
+    def codes(self) -> list[int]:
+        return sorted(self._processors)
+
+    def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> ProcessorResult:
+        processor = self._processors.get(request.code)
+        if processor is None:
+            return request.error(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+            )
+        return processor(conn, request)
+
+
+class RemotingConnection(asyncio.Protocol):
+    """One remoting connection; see the module docstring."""
+
+    def __init__(
+        self,
+        handler: Processor | None = None,
+        *,
+        on_close: Callable[[RemotingConnection], None] | None = None,
+        max_frame: int = MAX_FRAME_LENGTH,
+    ) -> None:
+        self._handler = handler
+        self._on_close = on_close
+        self._decoder = FrameDecoder(max_frame)
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._opaque = itertools.count(1)
+        self._transport: asyncio.Transport | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.peer: tuple[str, int] = ("", 0)
+        self.local: tuple[str, int] = ("", 0)
+        self.last_activity = time.monotonic()
+        #: Free slot for the layer above (client registry, broker info) to hang its own state on.
+        self.attrs: dict[str, Any] = {}
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        local = transport.get_extra_info("sockname")
+        if peer:
+            self.peer = (peer[0], peer[1])
+        if local:
+            self.local = (local[0], local[1])
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        try:
+            commands = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing %s: %s", self.address, exc)
+            self.close()
+            return
+        for cmd in commands:
+            if isinstance(cmd, HeaderError):
+                self._bad_header(cmd)
+            elif cmd.is_response:
+                fut = self._pending.pop(cmd.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+            else:
+                self._dispatch(cmd)
+
+    def eof_received(self) -> bool | None:
+        # A half-closed peer sends nothing more; answers still in flight would go nowhere useful.
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(RemotingClosedError(f"connection to {self.address} closed"))
+        self._pending.clear()
+        for task in self._tasks:
+            task.cancel()
+        self._can_write.set()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def pause_writing(self) -> None:
+        # The peer is not reading: stop reading its requests too, so it cannot make us buffer forever.
+        self._can_write.clear()
+        if self._transport is not None:
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    # --- requests from the peer ---------------------------------------------------------------------
+
+    def _bad_header(self, exc: HeaderError) -> None:
+        if exc.opaque is None:
+            log.warning("closing %s: %s", self.address, exc)
+            self.close()
+        elif not exc.flag & FLAG_ONEWAY:
+            self.send(RemotingCommand(ResponseCode.SYSTEM_ERROR, opaque=exc.opaque, flag=1, remark=str(exc)))
+
+    def _dispatch(self, request: RemotingCommand) -> None:
+        if self._handler is None:
+            if not request.is_oneway:
+                self.send(request.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                        f" request type {request.code} not supported"))
+            return
+        try:
+            result = self._handler(self, request)
+        except Exception as exc:
+            self._reply(request, self._failure(request, exc))
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(self._await_reply(request, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self._reply(request, result)
+
+    async def _await_reply(self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> None:
+        try:
+            response = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            response = self._failure(request, exc)
+        self._reply(request, response)
+
+    def _failure(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        if isinstance(exc, HeaderFieldError | ValueError):
+            return request.error(ResponseCode.SYSTEM_ERROR, f"bad request {request.code}: {exc}")
+        log.exception("processor for code %s failed", request.code)
+        return request.error(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _reply(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        if response is not None and not request.is_oneway:
+            response.opaque = request.opaque
+            self.send(response)
+
+    # --- our requests -------------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{self.peer[0]}:{self.peer[1]}"
+
+    @property
+    def is_closed(self) -> bool:
+        return self._transport is None or self._transport.is_closing()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write a command now; frames that cannot be encoded are reported, not sent."""
+        if self._transport is None or self._transport.is_closing():
+            return
+        try:
+            head, body = encode_parts(cmd)
+        except FrameError as exc:
+            log.error("dropping command to %s: %s", self.address, exc)
+            if cmd.is_response:
+                self.send(RemotingCommand(ResponseCode.SYSTEM_ERROR, opaque=cmd.opaque, flag=1, remark=str(exc)))
+            return
+        self.last_activity = time.monotonic()
+        if body:
+            self._transport.writelines((head, body))
+        else:
+            self._transport.write(head)
+
+    async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        """Send a request and wait for its response."""
+        if self.is_closed:
+            raise RemotingClosedError(f"connection to {self.address} is closed")
+        request.opaque = next(self._opaque)
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[request.opaque] = fut
+        self.send(request)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"no response to code {request.code} from {self.address} within {timeout:.1f}s"
+            ) from None
+        finally:
+            self._pending.pop(request.opaque, None)
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        request.opaque = next(self._opaque)
+        request.flag |= FLAG_ONEWAY
+        self.send(request)
+
+    async def drain(self) -> None:
+        """Wait until the peer has taken what we wrote (producers call this for backpressure)."""
+        await self._can_write.wait()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+
+async def connect(
+    host: str,
+    port: int,
+    handler: Processor | None = None,
+    *,
+    timeout: float = 3.0,
+    on_close: Callable[[RemotingConnection], None] | None = None,
+) -> RemotingConnection:
+    loop = asyncio.get_running_loop()
+    try:
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(lambda: RemotingConnection(handler, on_close=on_close), host, port), timeout
+        )
+    except (OSError, TimeoutError) as exc:
+        raise RemotingConnectError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+    return conn
+
+
+class RemotingServer:
+    """Accepts connections and hands every request to one dispatcher; closes idle connections."""
+
+    def __init__(
+        self,
+        handler: Processor,
+        host: str,
+        port: int,
+        *,
+        idle_timeout: float = 120.0,
+        on_close: Callable[[RemotingConnection], None] | None = None,
+    ) -> None:
+        self._handler = handler
+        self.host = host
+        self.port = port
+        self.idle_timeout = idle_timeout
+        self._on_close = on_close
+        self.connections: set[RemotingConnection] = set()
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def _make_connection(self) -> RemotingConnection:
+        conn = RemotingConnection(self._handler, on_close=self._closed)
+        self.connections.add(conn)
+        return conn
+
+    def _closed(self, conn: RemotingConnection) -> None:
+        self.connections.discard(conn)
+        if self._on_close is not None:
+            self._on_close(conn)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._make_connection, self.host, self.port, reuse_address=True)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._sweeper = asyncio.create_task(self._sweep_idle())
+
+    async def _sweep_idle(self) -> None:
+        interval = max(0.05, min(10.0, self.idle_timeout / 4))
+        while True:
+            await asyncio.sleep(interval)
+            deadline = time.monotonic() - self.idle_timeout
+            for conn in list(self.connections):
+                if conn.last_activity < deadline:
+                    log.info("closing idle connection %s", conn.address)
+                    conn.close()
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()
