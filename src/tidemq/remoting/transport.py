@@ -163,8 +163,11 @@ class RemotingConnection(asyncio.Protocol):
     def _dispatch(self, request: RemotingCommand) -> None:
         if self._handler is None:
             if not request.is_oneway:
-                self.send(request.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                        f" request type {request.code} not supported"))
+                self.send(
+                    request.error(
+                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+                    )
+                )
             return
         try:
             result = self._handler(self, request)
@@ -178,7 +181,9 @@ class RemotingConnection(asyncio.Protocol):
         else:
             self._reply(request, result)
 
-    async def _await_reply(self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> None:
+    async def _await_reply(
+        self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]
+    ) -> None:
         try:
             response = await pending
         except asyncio.CancelledError:
@@ -217,7 +222,9 @@ class RemotingConnection(asyncio.Protocol):
         except FrameError as exc:
             log.error("dropping command to %s: %s", self.address, exc)
             if cmd.is_response:
-                self.send(RemotingCommand(ResponseCode.SYSTEM_ERROR, opaque=cmd.opaque, flag=1, remark=str(exc)))
+                self.send(
+                    RemotingCommand(ResponseCode.SYSTEM_ERROR, opaque=cmd.opaque, flag=1, remark=str(exc))
+                )
             return
         self.last_activity = time.monotonic()
         if body:
@@ -271,7 +278,8 @@ async def connect(
     loop = asyncio.get_running_loop()
     try:
         _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: RemotingConnection(handler, on_close=on_close), host, port), timeout
+            loop.create_connection(lambda: RemotingConnection(handler, on_close=on_close), host, port),
+            timeout,
         )
     except (OSError, TimeoutError) as exc:
         raise RemotingConnectError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
@@ -311,7 +319,9 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_connection, self.host, self.port, reuse_address=True)
+        self._server = await loop.create_server(
+            self._make_connection, self.host, self.port, reuse_address=True
+        )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self._sweeper = asyncio.create_task(self._sweep_idle())

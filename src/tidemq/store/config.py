@@ -1,0 +1,38 @@
+"""Store settings; defaults follow Apache RocketMQ's MessageStoreConfig where it has one."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class FlushMode(enum.StrEnum):
+    ASYNC = "async"
+    SYNC = "sync"
+
+
+@dataclass(slots=True)
+class StoreConfig:
+    data_dir: Path
+    #: Commit-log segment capacity; segments are sparse files so the capacity costs no disk up front.
+    segment_bytes: int = 1024 * 1024 * 1024
+    #: Consume-queue file capacity in 20-byte entries (Java: 300 000).
+    cq_entries_per_file: int = 300_000
+    flush_mode: FlushMode = FlushMode.ASYNC
+    #: Async mode: how often dirty commit-log pages are fsynced.
+    flush_interval_ms: int = 500
+    #: How often consume queues, the key index and the checkpoint are fsynced.
+    cq_flush_interval_ms: int = 1000
+    #: Retention: whole segments older than this are deleted (Java fileReservedTime, 72 h).
+    file_reserved_hours: float = 72.0
+    #: Retention: above this share of the disk in use, the oldest segments go first (Java 0.75).
+    disk_max_used_ratio: float = 0.75
+    retention_check_interval_s: float = 10.0
+    #: Index message keys and UNIQ_KEY ids for lookups by key.
+    index_keys: bool = True
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        if self.segment_bytes < 4096:
+            raise ValueError("segment_bytes must be at least 4096")

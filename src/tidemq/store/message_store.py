@@ -1,0 +1,490 @@
+"""MessageStore: the one object front-ends talk to. Appends, reads, flushing, recovery, retention.
+
+All methods run on the event loop thread; only fsync calls go to worker threads, so concurrent
+senders in sync mode share one fsync (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import errno
+import fcntl
+import logging
+import os
+import shutil
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tidemq.remoting.message import (
+    POS_PHYSICAL_OFFSET,
+    POS_QUEUE_OFFSET,
+    Prop,
+    decode_record,
+    tag_hash,
+)
+from tidemq.store.commitlog import CommitLog
+from tidemq.store.config import FlushMode, StoreConfig
+from tidemq.store.consume_queue import ConsumeQueue
+from tidemq.store.key_index import KeyIndex
+from tidemq.store.metadata import (
+    OffsetTable,
+    SubscriptionGroupTable,
+    TopicConfigTable,
+    read_json,
+    write_json_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+_I64 = struct.Struct(">q")
+MAX_TRANSFER_BYTES = 256 * 1024
+MAX_TRANSFER_COUNT = 32
+
+TagsCodeFn = Callable[[str, int, dict[str, str], int], int]
+DispatchListener = Callable[[str, int, int, int], None]
+
+
+class StoreError(Exception):
+    """The store cannot take the write (disk full, closed); nothing of it was acknowledged."""
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class AppendRequest:
+    """One record to append; its queue and commit-log offsets are patched in by the store."""
+
+    record: bytearray
+    topic: str
+    queue_id: int
+    tags_code: int
+    keys: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PutResult:
+    commit_log_offsets: list[int]
+    queue_offsets: list[int]
+    end_offset: int
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[bytes] = field(default_factory=list)
+
+    @property
+    def body_size(self) -> int:
+        return sum(len(m) for m in self.messages)
+
+
+def default_tags_code(topic: str, queue_id: int, props: dict[str, str], store_ts: int) -> int:
+    return tag_hash(props.get(Prop.TAGS))
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, tags_code_fn: TagsCodeFn = default_tags_code) -> None:
+        self.config = config
+        self.tags_code_fn = tags_code_fn
+        root = config.data_dir
+        self._lock_fd = self._lock_data_dir(root)
+        cfg_dir = root / "config"
+        self.topics = TopicConfigTable(cfg_dir / "topics.json")
+        self.groups = SubscriptionGroupTable(cfg_dir / "subscriptionGroup.json")
+        self.consumer_offsets = OffsetTable(cfg_dir / "consumerOffset.json", "offsetTable")
+        self.delay_offsets = OffsetTable(cfg_dir / "delayOffset.json", "offsetTable")
+        self.commitlog = CommitLog(root / "commitlog", config.segment_bytes)
+        self.index = KeyIndex(root / "index" / "keys.idx") if config.index_keys else None
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._checkpoint_path = root / "checkpoint.json"
+        self.dispatch_listeners: list[DispatchListener] = []
+        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._flush_wakeup = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._fs_lock = asyncio.Lock()
+        self._closed = False
+        self._recover()
+
+    # --- start-up ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _lock_data_dir(root: Path) -> int:
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"data dir {root} is not writable: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreError(f"data dir {root} is in use by another tidemq process") from None
+        return fd
+
+    def _load_queues(self) -> None:
+        cq_root = self.config.data_dir / "consumequeue"
+        if not cq_root.is_dir():
+            return
+        for topic_dir in cq_root.iterdir():
+            for queue_dir in topic_dir.iterdir():
+                if queue_dir.name.isdigit():
+                    cq = ConsumeQueue(
+                        queue_dir, topic_dir.name, int(queue_dir.name), self.config.cq_entries_per_file
+                    )
+                    self._queues[(topic_dir.name, cq.queue_id)] = cq
+
+    def _recover(self) -> None:
+        started = time.monotonic()
+        self._load_queues()
+        checkpoint = read_json(self._checkpoint_path, {})
+        trusted = int(checkpoint.get("dispatched", 0))
+        redispatched = 0
+        for rec in self.commitlog.recover(trusted):
+            msg = decode_record(rec.view, decompress=False)
+            cq = self._queue(msg.topic, msg.queue_id)
+            if msg.queue_offset < cq.max_offset:
+                continue
+            tags = self.tags_code_fn(msg.topic, msg.queue_id, msg.properties, msg.store_timestamp)
+            cq.max_offset = msg.queue_offset  # a gap cannot arise from a single ordered log
+            cq.append(rec.offset, rec.size, tags)
+            if self.index is not None:
+                self.index.add(msg.topic, self._keys_of(msg.properties), rec.offset)
+            redispatched += 1
+        log_end = self.commitlog.max_offset
+        self.commitlog.flushed = log_end
+        for cq in self._queues.values():
+            cq.truncate_past(log_end)
+            cq.correct_min_offset(self.commitlog.min_offset)
+        log.info(
+            "store recovered in %.2fs: log %d..%d, %d queues, %d records re-dispatched",
+            time.monotonic() - started,
+            self.commitlog.min_offset,
+            log_end,
+            len(self._queues),
+            redispatched,
+        )
+
+    @staticmethod
+    def _keys_of(props: dict[str, str]) -> list[str]:
+        keys = props.get(Prop.KEYS, "").split()
+        uniq = props.get(Prop.UNIQ_KEY)
+        if uniq:
+            keys.append(uniq)
+        return keys
+
+    async def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._flush_commitlog_loop()),
+            asyncio.create_task(self._flush_queues_loop()),
+            asyncio.create_task(self._retention_loop()),
+        ]
+
+    # --- queues -------------------------------------------------------------------------------------
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            directory = self.config.data_dir / "consumequeue" / topic / str(queue_id)
+            cq = ConsumeQueue(directory, topic, queue_id, self.config.cq_entries_per_file)
+            self._queues[(topic, queue_id)] = cq
+        return cq
+
+    def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._queues.get((topic, queue_id))
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for t, q in self._queues if t == topic)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    def put(self, requests: Sequence[AppendRequest]) -> PutResult:
+        """Append records back to back in one write; all or none are stored."""
+        if self._closed:
+            raise StoreError("store is shut down")
+        total = sum(len(r.record) for r in requests)
+        try:
+            seg = self.commitlog.reserve(total)
+        except OSError as exc:
+            raise self._write_failure(exc) from None
+        phys = seg.end
+        next_queue_offset: dict[tuple[str, int], int] = {}
+        phys_offsets = []
+        queue_offsets = []
+        for req in requests:
+            key = (req.topic, req.queue_id)
+            qoff = next_queue_offset.get(key)
+            if qoff is None:
+                qoff = self._queue(req.topic, req.queue_id).max_offset
+            next_queue_offset[key] = qoff + 1
+            _I64.pack_into(req.record, POS_QUEUE_OFFSET, qoff)
+            _I64.pack_into(req.record, POS_PHYSICAL_OFFSET, phys)
+            phys_offsets.append(phys)
+            queue_offsets.append(qoff)
+            phys += len(req.record)
+        data = requests[0].record if len(requests) == 1 else b"".join(r.record for r in requests)
+        try:
+            seg.append(data)
+        except OSError as exc:
+            raise self._write_failure(exc) from None
+        for req, phys_offset in zip(requests, phys_offsets, strict=True):
+            cq = self._queue(req.topic, req.queue_id)
+            cq.append(phys_offset, len(req.record), req.tags_code)
+            if self.index is not None and req.keys:
+                self.index.add(req.topic, req.keys, phys_offset)
+            for listener in self.dispatch_listeners:
+                listener(req.topic, req.queue_id, cq.max_offset, req.tags_code)
+        return PutResult(phys_offsets, queue_offsets, phys)
+
+    @staticmethod
+    def _write_failure(exc: OSError) -> StoreError:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            log.error("store: disk full, refusing writes until space is freed")
+            return StoreError("disk full: message not stored")
+        log.error("store: write failed: %s", exc)
+        return StoreError(f"write failed: {exc}")
+
+    async def wait_durable(self, end_offset: int) -> None:
+        """Resolve once the commit log is fsynced up to ``end_offset`` (sync-flush acknowledgements)."""
+        if self.commitlog.flushed >= end_offset:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.append((end_offset, fut))
+        self._flush_wakeup.set()
+        await fut
+
+    async def _flush_commitlog_loop(self) -> None:
+        interval = self.config.flush_interval_ms / 1000
+        sync_mode = self.config.flush_mode is FlushMode.SYNC
+        while True:
+            if sync_mode:
+                await self._flush_wakeup.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._flush_wakeup.wait(), interval)
+            self._flush_wakeup.clear()
+            await self.flush_commitlog()
+
+    async def flush_commitlog(self) -> None:
+        async with self._fs_lock:
+            target = self.commitlog.max_offset
+            segments = self.commitlog.dirty_segments()
+            for seg in segments:
+                seg.dirty = False
+            try:
+                if segments:
+                    await asyncio.to_thread(_fsync_all, [seg.fileno() for seg in segments])
+            except OSError as exc:
+                for seg in segments:
+                    seg.dirty = True
+                log.error("store: fsync failed: %s", exc)
+                self._fail_waiters(StoreError(f"fsync failed: {exc}"))
+                return
+            self.commitlog.flushed = max(self.commitlog.flushed, target)
+        still_waiting = []
+        for offset, fut in self._flush_waiters:
+            if offset <= self.commitlog.flushed:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                still_waiting.append((offset, fut))
+        self._flush_waiters = still_waiting
+        if still_waiting:
+            self._flush_wakeup.set()
+
+    def _fail_waiters(self, exc: Exception) -> None:
+        for _, fut in self._flush_waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+        self._flush_waiters = []
+
+    async def _flush_queues_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.cq_flush_interval_ms / 1000)
+            try:
+                await self.flush_queues()
+                self.consumer_offsets.persist()
+                self.delay_offsets.persist()
+            except OSError as exc:
+                log.error("store: flushing queues failed: %s", exc)
+
+    async def flush_queues(self) -> None:
+        """fsync consume queues and the index, then record how far the log is dispatched durably."""
+        async with self._fs_lock:
+            dispatched = min(self.commitlog.flushed, self.commitlog.max_offset)
+            files = [mf for cq in self._queues.values() for mf in cq.dirty_files()]
+            for mf in files:
+                mf.dirty = False
+            if files:
+                await asyncio.to_thread(_fsync_all, [mf.fileno() for mf in files])
+            if self.index is not None:
+                self.index.flush()
+            write_json_atomic(self._checkpoint_path, {"dispatched": dispatched})
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        match: Callable[[int], bool] | None = None,
+    ) -> GetResult:
+        """Read like Java's DefaultMessageStore.getMessage: see spec 4.4 for every status."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        entries = cq.entries(offset, max(800, max_nums))
+        if not entries:
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, offset, lo, hi)
+        messages: list[bytes] = []
+        size_taken = 0
+        scanned = 0
+        removed = False
+        limit = min(max_nums, MAX_TRANSFER_COUNT) if max_nums > 0 else 1
+        for phys, size, tags in entries:
+            if len(messages) >= limit or (messages and size_taken + size > MAX_TRANSFER_BYTES):
+                break
+            scanned += 1
+            if match is not None and not match(tags):
+                continue
+            data = self.commitlog.read(phys, size)
+            if data is None:
+                removed = True
+                continue
+            messages.append(data)
+            size_taken += size
+        next_offset = offset + scanned
+        if messages:
+            return GetResult(GetStatus.FOUND, next_offset, lo, hi, messages)
+        status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, next_offset, lo, hi)
+
+    def read_message(self, commit_log_offset: int) -> bytes | None:
+        return self.commitlog.read_record(commit_log_offset)
+
+    def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[bytes]:
+        if self.index is None:
+            return []
+        found = []
+        for offset in sorted(self.index.lookup(topic, key), reverse=True):
+            data = self.commitlog.read_record(offset)
+            if data is None:
+                continue
+            msg = decode_record(data, decompress=False)
+            if msg.topic != topic or key not in self._keys_of(msg.properties):
+                continue
+            if begin_ms <= msg.store_timestamp <= end_ms or (begin_ms == 0 and end_ms == 0):
+                found.append(data)
+                if len(found) >= max_num:
+                    break
+        return found
+
+    def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        entry = cq.entry(offset) if cq else None
+        return self.commitlog.store_timestamp(entry[0]) if entry else -1
+
+    def search_offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Offset whose store time is nearest ``timestamp`` (ties to the left), as Java answers."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or cq.max_offset == cq.min_offset:
+            return 0
+        first = cq.bisect(self.commitlog.store_timestamp, timestamp)
+        if first >= cq.max_offset:
+            return cq.max_offset - 1
+        if first == cq.min_offset:
+            return first
+        after = self.store_timestamp_at(topic, queue_id, first)
+        before = self.store_timestamp_at(topic, queue_id, first - 1)
+        return first if after - timestamp < timestamp - before else first - 1
+
+    # --- topics and retention -----------------------------------------------------------------------
+
+    def delete_topic(self, topic: str) -> None:
+        for key in [k for k in self._queues if k[0] == topic]:
+            self._queues.pop(key).destroy()
+        shutil.rmtree(self.config.data_dir / "consumequeue" / topic, ignore_errors=True)
+        self.consumer_offsets.remove_where(lambda k: k.split("@", 1)[0] == topic)
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.retention_check_interval_s)
+            try:
+                await self.apply_retention()
+            except OSError as exc:
+                log.error("store: retention failed: %s", exc)
+
+    async def apply_retention(self) -> int:
+        usage = shutil.disk_usage(self.config.data_dir)
+        force = 1 if usage.used / usage.total > self.config.disk_max_used_ratio else 0
+        async with self._fs_lock:
+            deleted = self.commitlog.delete_expired(self.config.file_reserved_hours * 3600, force)
+        if deleted:
+            log_min = self.commitlog.min_offset
+            for cq in self._queues.values():
+                cq.correct_min_offset(log_min)
+            if self.index is not None:
+                self.index.forget_below(log_min)
+        return deleted
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.flush_commitlog()
+        await self.flush_queues()
+        self.consumer_offsets.persist(force=True)
+        self.delay_offsets.persist(force=True)
+        self._fail_waiters(StoreError("store is shut down"))
+        for cq in self._queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()
+        self.commitlog.close()
+        os.close(self._lock_fd)
+
+
+def _fsync_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.fsync(fd)
