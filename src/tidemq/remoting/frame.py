@@ -63,7 +63,10 @@ def _int_field(header: dict[str, Any], name: str, default: int | None = None) ->
     value = header.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, str) and value.lstrip("-").isdigit():
-            return int(value)
+            try:
+                return int(value)
+            except ValueError:  # "--1", "²": isdigit() accepts what int() refuses
+                pass
         raise HeaderError(f"header field {name!r} must be an integer, got {value!r}")
     return value
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, ClassVar, Self
 
 
@@ -34,8 +33,13 @@ class _FieldSpec:
     required: bool
 
 
-@cache
+_SPECS: dict[type, tuple[_FieldSpec, ...]] = {}
+
+
 def _specs(cls: type) -> tuple[_FieldSpec, ...]:
+    cached = _SPECS.get(cls)
+    if cached is not None:
+        return cached
     hints = typing.get_type_hints(cls)
     specs = []
     for f in dataclasses.fields(cls):
@@ -43,18 +47,25 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
         kinds = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         specs.append(_FieldSpec(f.name, f.metadata.get("wire", _camel(f.name)), kinds[0], required))
-    return tuple(specs)
+    _SPECS[cls] = result = tuple(specs)
+    return result
 
 
 def _parse(spec: _FieldSpec, raw: str) -> Any:
     if spec.kind is str:
         return raw
     if spec.kind is bool:
-        return raw.strip().lower() == "true"
+        return raw.lower() == "true"  # Boolean.parseBoolean: no trimming
+    # Integer.parseInt / Long.parseLong: no surrounding whitespace, no '_' separators, 64 bits at most
     try:
-        return int(raw.strip())
+        if "_" in raw or raw != raw.strip():
+            raise ValueError(raw)
+        value = int(raw)
+        if not -(1 << 63) <= value < 1 << 63:
+            raise ValueError(raw)
     except ValueError:
         raise HeaderFieldError(f"field {spec.wire!r} must be a number, got {raw!r}") from None
+    return value
 
 
 class CommandHeader:

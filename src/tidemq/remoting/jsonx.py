@@ -12,6 +12,9 @@ import orjson
 
 ObjectKey = tuple[tuple[str, Any], ...]
 
+#: Nesting limit of the fallback parser (recursive); real fastjson bodies nest a handful of levels.
+MAX_DEPTH = 256
+
 
 class LenientJSONError(ValueError):
     pass
@@ -39,6 +42,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def skip_ws(self) -> None:
         text, pos = self.text, self.pos
@@ -54,10 +58,14 @@ class _Parser:
         if self.pos >= len(self.text):
             raise self.fail("unexpected end")
         ch = self.text[self.pos]
-        if ch == "{":
-            return self.obj()
-        if ch == "[":
-            return self.arr()
+        if ch in "{[":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.fail("nesting too deep")
+            try:
+                return self.obj() if ch == "{" else self.arr()
+            finally:
+                self.depth -= 1
         if ch == '"':
             return self.string()
         return self.scalar()
@@ -73,7 +81,11 @@ class _Parser:
             self.skip_ws()
             key = self.value()
             if isinstance(key, dict):
-                key = object_key(**key)
+                try:
+                    key = object_key(**key)
+                    hash(key)
+                except TypeError:  # non-string field names, or list/object field values
+                    raise self.fail("object key is not a flat object") from None
             elif isinstance(key, list):
                 raise self.fail("array used as object key")
             self.skip_ws()

@@ -151,6 +151,8 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
         raise MessageDecodeError(f"offset message id must be 32 or 56 hex characters: {msg_id!r}")
     try:
         raw = bytes.fromhex(msg_id)
+        if len(raw) * 2 != len(msg_id):  # fromhex skips whitespace between bytes
+            raise ValueError(msg_id)
     except ValueError:
         raise MessageDecodeError(f"offset message id is not hexadecimal: {msg_id!r}") from None
     (offset,) = _I64.unpack(raw[-8:])
@@ -265,6 +267,7 @@ class MessageExt:
     store_timestamp: int = 0
     store_host: str = ""
     store_host_raw: bytes = b""
+    born_host_raw: bytes = b""
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     body_crc: int = 0
@@ -303,7 +306,8 @@ def decode_record(
             raise MessageDecodeError(f"record size {total} at {pos} does not fit the buffer")
         born_len, store_len = _host_sizes(sys_flag)
         p = pos + 48
-        born_host = unpack_host(view[p : p + born_len])
+        born_raw = bytes(view[p : p + born_len])
+        born_host = unpack_host(born_raw)
         p += born_len
         (store_ts,) = _I64.unpack_from(view, p)
         p += 8
@@ -339,7 +343,7 @@ def decode_record(
     return MessageExt(
         topic=topic, body=body, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=phys,
         flag=flag, sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
-        store_host=unpack_host(store_raw), store_host_raw=store_raw, reconsume_times=reconsume,
+        store_host=unpack_host(store_raw), store_host_raw=store_raw, born_host_raw=born_raw, reconsume_times=reconsume,
         prepared_transaction_offset=prepared, body_crc=crc, store_size=total, properties=props,
     )
 

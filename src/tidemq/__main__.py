@@ -1,0 +1,3 @@
+from tidemq.cli import main
+
+main()

@@ -1,0 +1,260 @@
+"""The broker process: wires the store, the registries and the processors, and talks to name servers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from typing import Any
+
+import orjson
+
+from tidemq.broker.clients import ClientManager
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.locks import RebalanceLockManager
+from tidemq.broker.long_polling import PullHoldService
+from tidemq.broker.processors import register_all
+from tidemq.broker.processors.pull import pull_message
+from tidemq.broker.schedule import ScheduleService
+from tidemq.broker.topics import SCHEDULE_TOPIC, TopicManager
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.message import Prop, encode_properties, encode_record, pack_host, tag_hash
+from tidemq.remoting.transport import (
+    RemotingConnection,
+    RemotingError,
+    RemotingServer,
+    RequestDispatcher,
+    connect,
+)
+from tidemq.store import MessageStore, StoreConfig
+from tidemq.store.message_store import AppendRequest
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.config = config
+        self.started_at = time.time()
+        self.schedule: ScheduleService
+        self.store = MessageStore(store_config, self._recovered_tags_code)
+        self.topics = TopicManager(self.store.topics, config, self.request_registration)
+        self.clients = ClientManager(config.channel_expiry_s)
+        self.locks = RebalanceLockManager(config.lock_max_live_s)
+        self.holds = PullHoldService(self._rerun_pull)
+        self.schedule = ScheduleService(self)
+        self.store.dispatch_listeners += [self.holds.notify, self.schedule.on_dispatch]
+        self.dispatcher = RequestDispatcher()
+        register_all(self.dispatcher, self)
+        self.server = RemotingServer(
+            self.dispatcher,
+            config.listen_host,
+            config.port,
+            idle_timeout=config.idle_timeout_s,
+            on_close=self._connection_closed,
+        )
+        self.store_host = b""
+        self.stats: dict[str, int] = {"put": 0, "get": 0}
+        self._namesrv_conns: dict[str, RemotingConnection] = {}
+        self._register_now = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _rerun_pull(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None:
+        result = pull_message(self, conn, req, allow_suspend=False)
+        assert result is None or isinstance(result, RemotingCommand), (
+            "a pull that may not suspend answers at once"
+        )
+        return result
+
+    def _recovered_tags_code(self, topic: str, queue_id: int, props: dict[str, str], store_ts: int) -> int:
+        if topic == SCHEDULE_TOPIC:
+            return self.schedule.tags_code(queue_id + 1, store_ts)
+        return tag_hash(props.get(Prop.TAGS))
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.store.start()
+        await self.server.start()
+        self.config.port = self.server.port
+        host, port = self.config.advertised_addr.rsplit(":", 1)
+        self.store_host, _ = pack_host(host.strip("[]"), int(port))
+        self.schedule.start()
+        self._tasks = [
+            asyncio.create_task(self._registration_loop()),
+            asyncio.create_task(self._expire_clients_loop()),
+        ]
+        log.info(
+            "broker %s listening on %s:%d (advertised %s)",
+            self.config.broker_name,
+            self.config.listen_host,
+            self.server.port,
+            self.config.advertised_addr,
+        )
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._unregister_all()
+        await self.schedule.close()
+        await self.server.close()
+        await self.store.close()
+
+    # --- message building ---------------------------------------------------------------------------
+
+    def make_append(
+        self,
+        *,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        flag: int,
+        properties: dict[str, str],
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        reconsume_times: int = 0,
+    ) -> AppendRequest:
+        """Build a stored record, moving a delayed message to its schedule queue (spec 4.3 step 5)."""
+        store_ts = int(time.time() * 1000)
+        properties[Prop.CLUSTER] = self.config.cluster_name
+        properties.pop(Prop.WAIT, None)
+        delay = properties.get(Prop.DELAY, "")
+        tags_code: int
+        if delay.isdigit() and int(delay) > 0 and topic != SCHEDULE_TOPIC:
+            level = min(int(delay), len(self.schedule.delays_ms))
+            properties[Prop.DELAY] = str(level)
+            properties[Prop.REAL_TOPIC] = topic
+            properties[Prop.REAL_QID] = str(queue_id)
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+            tags_code = self.schedule.tags_code(level, store_ts)
+        else:
+            tags_code = tag_hash(properties.get(Prop.TAGS))
+        record = encode_record(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
+            properties=encode_properties(properties),
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            store_timestamp=store_ts,
+            store_host=self.store_host,
+            reconsume_times=reconsume_times,
+        )
+        keys = properties.get(Prop.KEYS, "").split()
+        uniq = properties.get(Prop.UNIQ_KEY)
+        if uniq:
+            keys.append(uniq)
+        return AppendRequest(record, topic, queue_id, tags_code, keys)
+
+    # --- client housekeeping ------------------------------------------------------------------------
+
+    def _connection_closed(self, conn: RemotingConnection) -> None:
+        self.holds.connection_closed(conn)
+        for group in self.clients.connection_closed(conn):
+            self.clients.notify_ids_changed(group)
+
+    async def _expire_clients_loop(self) -> None:
+        interval = min(10.0, self.config.channel_expiry_s / 4)
+        while True:
+            await asyncio.sleep(interval)
+            for conn in self.clients.expired_connections():
+                log.warning(
+                    "client connection %s expired: no heartbeat for %.0fs",
+                    conn.address,
+                    self.config.channel_expiry_s,
+                )
+                conn.close()
+                self._connection_closed(conn)
+
+    # --- name-server registration -------------------------------------------------------------------
+
+    def request_registration(self) -> None:
+        self._register_now.set()
+
+    def registration_body(self) -> bytes:
+        table = self.store.topics
+        return orjson.dumps(
+            {
+                "filterServerList": [],
+                "topicConfigSerializeWrapper": {
+                    "dataVersion": table.data_version.to_json(),
+                    "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topics.all().items()},
+                },
+            }
+        )
+
+    def _broker_header(self) -> dict[str, str]:
+        host, port = self.config.advertised_addr.rsplit(":", 1)
+        return {
+            "brokerName": self.config.broker_name,
+            "brokerAddr": self.config.advertised_addr,
+            "clusterName": self.config.cluster_name,
+            "brokerId": str(self.config.broker_id),
+            "haServerAddr": f"{host}:{int(port) + 1}",
+        }
+
+    async def _namesrv(self, addr: str) -> RemotingConnection:
+        conn = self._namesrv_conns.get(addr)
+        if conn is None or conn.is_closed:
+            host, port = addr.rsplit(":", 1)
+            conn = await connect(host, int(port))
+            self._namesrv_conns[addr] = conn
+        return conn
+
+    async def register_all(self) -> None:
+        body = self.registration_body()
+        ext = self._broker_header() | {"compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+        for addr in self.config.namesrv_addrs:
+            try:
+                conn = await self._namesrv(addr)
+                resp = await conn.invoke(
+                    RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=dict(ext), body=body), timeout=6.0
+                )
+                if resp.code != ResponseCode.SUCCESS:
+                    log.warning("name server %s refused registration: %s", addr, resp.remark)
+            except RemotingError as exc:
+                log.warning("cannot register with name server %s: %s", addr, exc)
+
+    async def _registration_loop(self) -> None:
+        while True:
+            await self.register_all()
+            self._register_now.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._register_now.wait(), self.config.register_interval_s)
+
+    async def _unregister_all(self) -> None:
+        for addr in self.config.namesrv_addrs:
+            try:
+                conn = await self._namesrv(addr)
+                await conn.invoke(
+                    RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=self._broker_header()),
+                    timeout=3.0,
+                )
+            except RemotingError as exc:
+                log.info("cannot unregister from name server %s: %s", addr, exc)
+        for conn in self._namesrv_conns.values():
+            conn.close()
+
+    def runtime_info(self) -> dict[str, Any]:
+        return {
+            "brokerVersionDesc": "V4_9_8",
+            "brokerVersion": "409",
+            "msgPutTotalTodayNow": str(self.stats["put"]),
+            "msgGetTotalTodayNow": str(self.stats["get"]),
+            "commitLogMinOffset": str(self.store.commitlog.min_offset),
+            "commitLogMaxOffset": str(self.store.commitlog.max_offset),
+            "bootTimestamp": str(int(self.started_at * 1000)),
+            "runtime": f"[ {int(time.time() - self.started_at)} seconds ]",
+            "putMessageDistributeTime": "",
+            "pullHeldCount": str(self.holds.held_count),
+            "brokerActive": "true",
+        }

@@ -1,0 +1,57 @@
+"""Broker settings; names and defaults follow Apache RocketMQ's BrokerConfig where it has one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """``"1s 5s 1m"`` -> delays in ms, level 1 first."""
+    out = []
+    for item in text.split():
+        unit = item[-1]
+        if unit not in _UNITS or not item[:-1].isdigit():
+            raise ValueError(f"bad delay level {item!r}: expected a number followed by one of s, m, h, d")
+        out.append(int(item[:-1]) * _UNITS[unit])
+    return out
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    broker_name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    listen_host: str = "127.0.0.1"
+    port: int = 10911
+    #: Address written into routes and message ids; clients connect to exactly this.
+    advertised_host: str | None = None
+    namesrv_addrs: list[str] = field(default_factory=list)
+    auto_create_topic: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    max_message_size: int = 4 * 1024 * 1024
+    long_polling: bool = True
+    short_polling_ms: int = 1000
+    register_interval_s: float = 30.0
+    channel_expiry_s: float = 120.0
+    lock_max_live_s: float = 60.0
+    idle_timeout_s: float = 120.0
+    message_delay_levels: str = DEFAULT_DELAY_LEVELS
+    region: str = "DefaultRegion"
+    trace_on: bool = True
+    writable: bool = True
+    readable: bool = True
+
+    @property
+    def advertised_addr(self) -> str:
+        host = self.advertised_host or self.listen_host
+        if host in ("0.0.0.0", "", "::"):
+            host = "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        return parse_delay_levels(self.message_delay_levels)

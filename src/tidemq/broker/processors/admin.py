@@ -1,0 +1,274 @@
+"""Admin and query commands: topics, groups, stats, message lookup, forwarding to consumers (spec 2.7)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from tidemq.broker.topics import RETRY_PREFIX, is_system_topic, name_problem
+from tidemq.remoting import jsonx
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import (
+    ConsumerGroupRequestHeader,
+    CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    QueryMessageRequestHeader,
+    TopicRequestHeader,
+    ViewMessageRequestHeader,
+)
+from tidemq.remoting.message import MessageDecodeError, decode_offset_msg_id
+from tidemq.remoting.transport import RemotingConnection, RemotingError, RequestDispatcher
+from tidemq.store.metadata import SubscriptionGroupConfig, TopicConfig
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+
+Result = RemotingCommand | Awaitable[RemotingCommand]
+MAX_UNIQ_QUERY = 32
+
+
+def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
+    table = {
+        RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
+        RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
+        RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config,
+        RequestCode.GET_TOPIC_STATS_INFO: topic_stats,
+        RequestCode.GET_CONSUME_STATS: consume_stats,
+        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create_group,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
+        RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
+        RequestCode.VIEW_MESSAGE_BY_ID: view_message,
+        RequestCode.QUERY_MESSAGE: query_message,
+        RequestCode.GET_CONSUMER_RUNNING_INFO: forward_to_consumer,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: forward_to_consumer,
+    }
+    for code, processor in table.items():
+        dispatcher.register(code, functools.partial(processor, broker))
+
+
+def _mq_key(broker: Broker, topic: str, queue_id: int) -> jsonx.ObjectKey:
+    return jsonx.object_key(brokerName=broker.config.broker_name, queueId=queue_id, topic=topic)
+
+
+def create_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = CreateTopicRequestHeader.from_ext(req.ext_fields)
+    problem = name_problem(h.topic)
+    if problem:
+        return req.error(ResponseCode.SYSTEM_ERROR, problem)
+    if is_system_topic(h.topic) or (h.topic == h.default_topic and h.topic != "TBW102"):
+        return req.error(ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
+    if not 0 < h.read_queue_nums <= 1024 or not 0 < h.write_queue_nums <= 1024:
+        return req.error(
+            ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be between 1 and 1024"
+        )
+    broker.topics.create_or_update(
+        TopicConfig(
+            h.topic,
+            h.read_queue_nums,
+            h.write_queue_nums,
+            h.perm,
+            h.topic_filter_type,
+            h.topic_sys_flag or 0,
+            h.order,
+        )
+    )
+    return _after_registration(broker, req.response())
+
+
+async def _after_registration(broker: Broker, response: RemotingCommand) -> RemotingCommand:
+    await broker.register_all()
+    return response
+
+
+def delete_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    topic = TopicRequestHeader.from_ext(req.ext_fields).topic
+    if is_system_topic(topic):
+        return req.error(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+    broker.topics.delete(topic)
+    broker.store.delete_topic(topic)
+    return req.response()
+
+
+def all_topic_config(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    table = broker.store.topics
+    return req.response(
+        body=orjson.dumps(
+            {
+                "dataVersion": table.data_version.to_json(),
+                "topicConfigTable": {name: cfg.to_json() for name, cfg in broker.topics.all().items()},
+            }
+        )
+    )
+
+
+def topic_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    topic = TopicRequestHeader.from_ext(req.ext_fields).topic
+    config = broker.topics.get(topic)
+    if config is None:
+        return req.error(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    table: dict[Any, Any] = {}
+    store = broker.store
+    for queue_id in range(config.write_queue_nums):
+        hi = store.max_offset(topic, queue_id)
+        table[_mq_key(broker, topic, queue_id)] = {
+            "minOffset": store.min_offset(topic, queue_id),
+            "maxOffset": hi,
+            "lastUpdateTimestamp": max(0, store.store_timestamp_at(topic, queue_id, hi - 1)) if hi else 0,
+        }
+    return req.response(body=jsonx.dumps_object_keys({"offsetTable": table}))
+
+
+def consume_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = GetConsumeStatsRequestHeader.from_ext(req.ext_fields)
+    offsets = broker.store.consumer_offsets
+    suffix = "@" + h.consumer_group
+    topics = (
+        [h.topic] if h.topic else sorted({k[: -len(suffix)] for k in offsets.table if k.endswith(suffix)})
+    )
+    table: dict[Any, Any] = {}
+    for topic in topics:
+        config = broker.topics.get(topic)
+        if config is None:
+            continue
+        for queue_id in range(config.write_queue_nums):
+            committed = offsets.get(f"{topic}@{h.consumer_group}", queue_id) or 0
+            last = broker.store.store_timestamp_at(topic, queue_id, committed - 1) if committed > 0 else 0
+            table[_mq_key(broker, topic, queue_id)] = {
+                "brokerOffset": broker.store.max_offset(topic, queue_id),
+                "consumerOffset": committed,
+                "lastTimestamp": max(0, last),
+            }
+    return req.response(body=jsonx.dumps_object_keys({"consumeTps": 0.0, "offsetTable": table}))
+
+
+def runtime_info(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    return req.response(body=orjson.dumps({"table": broker.runtime_info()}))
+
+
+def consumer_connections(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    group = ConsumerGroupRequestHeader.from_ext(req.ext_fields).consumer_group
+    info = broker.clients.consumers.get(group)
+    if info is None or not info.channels:
+        return req.error(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+    from tidemq.remoting.codes import LanguageCode
+
+    connections = [
+        {
+            "clientId": ch.client_id,
+            "clientAddr": c.address,
+            "language": LanguageCode(ch.language).name
+            if ch.language in LanguageCode._value2member_map_
+            else "OTHER",
+            "version": ch.version,
+        }
+        for c, ch in info.channels.items()
+    ]
+    return req.response(
+        body=orjson.dumps(
+            {
+                "connectionSet": connections,
+                "subscriptionTable": {topic: sub.to_json() for topic, sub in info.subscriptions.items()},
+                "consumeType": info.consume_type,
+                "messageModel": info.message_model,
+                "consumeFromWhere": info.consume_from_where,
+            }
+        )
+    )
+
+
+def create_group(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    data = jsonx.loads(bytes(req.body))
+    config = SubscriptionGroupConfig.from_json(data)
+    problem = name_problem(config.group_name, "group")
+    if problem:
+        return req.error(ResponseCode.SYSTEM_ERROR, problem)
+    broker.store.groups.put(config)
+    return req.response()
+
+
+def all_groups(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    groups = broker.store.groups.groups
+    return req.response(
+        body=orjson.dumps(
+            {
+                "subscriptionGroupTable": {name: cfg.to_json() for name, cfg in groups.items()},
+                "dataVersion": broker.store.topics.data_version.to_json(),
+            }
+        )
+    )
+
+
+def delete_group(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    group = req.ext_fields.get("groupName", "")
+    if not group:
+        return req.error(ResponseCode.SYSTEM_ERROR, "missing required field 'groupName'")
+    broker.store.groups.remove(group)
+    broker.store.consumer_offsets.remove_where(lambda key: key.endswith("@" + group))
+    broker.topics.delete(RETRY_PREFIX + group)
+    return req.response()
+
+
+def all_consumer_offsets(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    return req.response(body=orjson.dumps(broker.store.consumer_offsets.snapshot()))
+
+
+def view_message(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    offset = ViewMessageRequestHeader.from_ext(req.ext_fields).offset
+    data = broker.store.read_message(offset)
+    if data is None:
+        return req.error(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+    return req.response(body=data)
+
+
+def query_message(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = QueryMessageRequestHeader.from_ext(req.ext_fields)
+    max_num = h.max_num
+    if req.ext_fields.get("_UNIQUE_KEY_QUERY", "false") == "true":
+        max_num = min(max_num, MAX_UNIQ_QUERY)
+    found = broker.store.query_by_key(h.topic, h.key, max(1, max_num), h.begin_timestamp, h.end_timestamp)
+    if not found:
+        return req.error(
+            ResponseCode.QUERY_NOT_FOUND, f"can not find message, maybe time range not correct, key {h.key}"
+        )
+    now = int(time.time() * 1000)
+    ext = {
+        "indexLastUpdateTimestamp": str(now),
+        "indexLastUpdatePhyoffset": str(broker.store.commitlog.max_offset),
+    }
+    return req.response(ext_fields=ext, body=b"".join(found))
+
+
+async def forward_to_consumer(
+    broker: Broker, conn: RemotingConnection, req: RemotingCommand
+) -> RemotingCommand:
+    """GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: ask the consumer over its own connection."""
+    group = req.ext_fields.get("consumerGroup", "")
+    client_id = req.ext_fields.get("clientId", "")
+    target = broker.clients.find_consumer(group, client_id)
+    if target is None:
+        return req.error(ResponseCode.SYSTEM_ERROR, f"The Consumer <{client_id}> not online")
+    ext = dict(req.ext_fields)
+    body = req.body
+    if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+        try:
+            _, offset = decode_offset_msg_id(ext.get("msgId", ""))
+        except MessageDecodeError as exc:
+            return req.error(ResponseCode.SYSTEM_ERROR, str(exc))
+        data = broker.store.read_message(offset)
+        if data is None:
+            return req.error(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        ext["brokerName"] = broker.config.broker_name
+        body = data
+    try:
+        answer = await target.invoke(RemotingCommand(req.code, ext_fields=ext, body=body), timeout=10.0)
+    except RemotingError as exc:
+        return req.error(ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{client_id}> did not answer: {exc}")
+    return req.response(answer.code, answer.remark, answer.ext_fields, answer.body)

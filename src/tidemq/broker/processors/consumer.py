@@ -1,0 +1,193 @@
+"""Client management and consumer commands: heartbeats, offsets, consumer lists, locks (spec 2.5-2.6)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from tidemq.broker.clients import ClientChannel, SubscriptionData
+from tidemq.broker.processors.send import subscription_group
+from tidemq.broker.topics import RETRY_PREFIX, name_problem
+from tidemq.remoting import jsonx
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import (
+    ConsumerGroupRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+
+Result = RemotingCommand | Awaitable[RemotingCommand]
+
+
+def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
+    table = {
+        RequestCode.HEART_BEAT: heart_beat,
+        RequestCode.UNREGISTER_CLIENT: unregister_client,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
+        RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
+        RequestCode.UPDATE_CONSUMER_OFFSET: update_offset,
+        RequestCode.GET_MAX_OFFSET: max_offset,
+        RequestCode.GET_MIN_OFFSET: min_offset,
+        RequestCode.GET_EARLIEST_MSG_STORETIME: earliest_store_time,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset,
+        RequestCode.LOCK_BATCH_MQ: lock_batch,
+        RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
+        RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
+    }
+    for code, processor in table.items():
+        dispatcher.register(code, functools.partial(processor, broker))
+
+
+def _json_body(req: RemotingCommand) -> Any:
+    if not req.body:
+        raise ValueError("request body is empty")
+    return jsonx.loads(bytes(req.body))
+
+
+def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    data = _json_body(req)
+    client_id = str(data.get("clientID") or "")
+    if not client_id:
+        return req.error(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
+    channel = ClientChannel(client_id, req.language, req.version, time.monotonic())
+    topics_before = broker.store.topics.data_version.counter
+    for consumer in data.get("consumerDataSet") or []:
+        group = str(consumer.get("groupName") or "")
+        problem = name_problem(group, "group")
+        if problem:
+            return req.error(ResponseCode.SYSTEM_ERROR, problem)
+        config = subscription_group(broker, group)
+        if config is None:
+            return req.error(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        broker.clients.notify_enabled[group] = config.notify_consumer_ids_changed_enable
+        model = str(consumer.get("messageModel") or "CLUSTERING")
+        if model == "CLUSTERING":
+            broker.topics.ensure(RETRY_PREFIX + group, config.retry_queue_nums)
+        subs = [SubscriptionData.from_json(s) for s in consumer.get("subscriptionDataSet") or []]
+        changed = broker.clients.register_consumer(
+            group,
+            conn,
+            channel,
+            str(consumer.get("consumeType") or "CONSUME_PASSIVELY"),
+            model,
+            str(consumer.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"),
+            subs,
+        )
+        if changed:
+            broker.clients.notify_ids_changed(group)
+    for producer in data.get("producerDataSet") or []:
+        broker.clients.register_producer(str(producer.get("groupName") or ""), conn, channel)
+    response = req.response()
+    if broker.store.topics.data_version.counter != topics_before:
+        # A retry topic was just created: consumers look its route up right after this answer.
+        return _after_registration(broker, response)
+    return response
+
+
+async def _after_registration(broker: Broker, response: RemotingCommand) -> RemotingCommand:
+    await broker.register_all()
+    return response
+
+
+def unregister_client(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = UnregisterClientRequestHeader.from_ext(req.ext_fields)
+    if h.producer_group:
+        broker.clients.unregister_producer(h.producer_group, conn)
+    if h.consumer_group and broker.clients.unregister_consumer(h.consumer_group, conn):
+        broker.clients.notify_ids_changed(h.consumer_group)
+    return req.response()
+
+
+def consumer_list(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    group = ConsumerGroupRequestHeader.from_ext(req.ext_fields).consumer_group
+    ids = broker.clients.consumer_ids(group)
+    if not ids:
+        return req.error(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+    return req.response(body=orjson.dumps({"consumerIdList": ids}))
+
+
+def query_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = QueryConsumerOffsetRequestHeader.from_ext(req.ext_fields)
+    offset = broker.store.consumer_offsets.get(f"{h.topic}@{h.consumer_group}", h.queue_id)
+    if offset is None and broker.store.min_offset(h.topic, h.queue_id) <= 0:
+        offset = 0  # a young queue: Java answers 0, so LAST_OFFSET starts from the beginning (spec 4.5)
+    if offset is None:
+        return req.error(
+            ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+        )
+    return req.response(ext_fields={"offset": str(offset)})
+
+
+def update_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = UpdateConsumerOffsetRequestHeader.from_ext(req.ext_fields)
+    if h.commit_offset >= 0:  # ali-ons commits -1 for queues it has no offset for
+        broker.store.consumer_offsets.set(f"{h.topic}@{h.consumer_group}", h.queue_id, h.commit_offset)
+    return req.response()
+
+
+def max_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = QueueRequestHeader.from_ext(req.ext_fields)
+    return req.response(ext_fields={"offset": str(broker.store.max_offset(h.topic, h.queue_id))})
+
+
+def min_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = QueueRequestHeader.from_ext(req.ext_fields)
+    return req.response(ext_fields={"offset": str(broker.store.min_offset(h.topic, h.queue_id))})
+
+
+def earliest_store_time(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = QueueRequestHeader.from_ext(req.ext_fields)
+    ts = broker.store.store_timestamp_at(h.topic, h.queue_id, broker.store.min_offset(h.topic, h.queue_id))
+    return req.response(ext_fields={"timestamp": str(ts)})
+
+
+def search_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    h = SearchOffsetRequestHeader.from_ext(req.ext_fields)
+    offset = broker.store.search_offset_by_timestamp(h.topic, h.queue_id, h.timestamp)
+    return req.response(ext_fields={"offset": str(offset)})
+
+
+def _queue_keys(items: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    return [(str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"])) for mq in items]
+
+
+def lock_batch(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    data = _json_body(req)
+    group, client_id = str(data["consumerGroup"]), str(data["clientId"])
+    held = broker.locks.try_lock_batch(group, _queue_keys(data.get("mqSet") or []), client_id)
+    body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in held]}
+    return req.response(body=orjson.dumps(body))
+
+
+def unlock_batch(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    data = _json_body(req)
+    broker.locks.unlock_batch(
+        str(data["consumerGroup"]), _queue_keys(data.get("mqSet") or []), str(data["clientId"])
+    )
+    return req.response()
+
+
+def check_client_config(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    data = _json_body(req)
+    sub = data.get("subscriptionData") or {}
+    expression_type = str(sub.get("expressionType") or "TAG")
+    if expression_type != "TAG":
+        return req.error(
+            ResponseCode.SYSTEM_ERROR,
+            f"The broker does not support consumer to filter message by {expression_type}",
+        )
+    return req.response()

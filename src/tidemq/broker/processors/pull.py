@@ -1,0 +1,141 @@
+"""PULL_MESSAGE with tag filtering and long polling (spec 2.6, 4.4)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from tidemq.broker.clients import SubscriptionData
+from tidemq.broker.processors.send import subscription_group
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import PullMessageRequestHeader
+from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
+from tidemq.store import GetStatus
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+_NOT_FOUND_OR_MOVED = {GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE}
+_CODES = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
+    dispatcher.register(RequestCode.PULL_MESSAGE, functools.partial(pull_message, broker))
+
+
+def tag_matcher(sub: SubscriptionData) -> Callable[[int], bool] | None:
+    if sub.matches_all:
+        return None
+    codes = frozenset(sub.code_set)
+
+    def match(tags_code: int) -> bool:
+        code = tags_code & 0xFFFFFFFF
+        return (code - 0x100000000 if code & 0x80000000 else code) in codes
+
+    return match
+
+
+def _subscription(
+    broker: Broker, req: RemotingCommand, h: PullMessageRequestHeader
+) -> SubscriptionData | RemotingCommand:
+    if h.sys_flag & FLAG_SUBSCRIPTION:
+        expression_type = h.expression_type or "TAG"
+        if expression_type != "TAG":
+            return req.error(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"the broker does not support {expression_type} filtering, only TAG",
+            )
+        return SubscriptionData.from_expression(h.topic, h.subscription, h.sub_version)
+    info = broker.clients.consumers.get(h.consumer_group)
+    if info is None:
+        return req.error(
+            ResponseCode.SUBSCRIPTION_NOT_EXIST,
+            f"the consumer's group info not exist, group: {h.consumer_group}",
+        )
+    sub = info.subscriptions.get(h.topic)
+    if sub is None:
+        return req.error(
+            ResponseCode.SUBSCRIPTION_NOT_EXIST,
+            f"the consumer's subscription not exist, group: {h.consumer_group} topic: {h.topic}",
+        )
+    if sub.sub_version < h.sub_version:
+        return req.error(
+            ResponseCode.SUBSCRIPTION_NOT_LATEST, f"the consumer's subscription not latest, {sub.sub_string}"
+        )
+    if sub.expression_type not in ("", "TAG"):
+        return req.error(
+            ResponseCode.SYSTEM_ERROR, f"the broker does not support {sub.expression_type} filtering"
+        )
+    return sub
+
+
+def pull_message(
+    broker: Broker, conn: RemotingConnection, req: RemotingCommand, allow_suspend: bool = True
+) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+    h = PullMessageRequestHeader.from_ext(req.ext_fields)
+    if not broker.config.readable:
+        return req.error(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_name}] pulling message is forbidden",
+        )
+    group = subscription_group(broker, h.consumer_group)
+    if group is None:
+        return req.error(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{h.consumer_group}] does not exist",
+        )
+    if not group.consume_enable:
+        return req.error(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+    topic = broker.topics.get(h.topic)
+    if topic is None:
+        return req.error(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+    if not topic.readable:
+        return req.error(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+    if h.queue_id < 0 or h.queue_id >= topic.read_queue_nums:
+        return req.error(
+            ResponseCode.SYSTEM_ERROR,
+            f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+            f"topicConfig.readQueueNums:[{topic.read_queue_nums}]",
+        )
+    sub = _subscription(broker, req, h)
+    if isinstance(sub, RemotingCommand):
+        return sub
+    match = tag_matcher(sub)
+    result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, match)
+    if result.status in _NOT_FOUND_OR_MOVED:
+        code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+    else:
+        code = _CODES[result.status]
+    if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET:
+        broker.store.consumer_offsets.set(f"{h.topic}@{h.consumer_group}", h.queue_id, h.commit_offset)
+    if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
+        timeout_ms = (
+            h.suspend_timeout_millis if broker.config.long_polling else broker.config.short_polling_ms
+        )
+        return broker.holds.hold(
+            h.topic, h.queue_id, conn, req, h.queue_offset, match, max(0, timeout_ms) / 1000
+        )
+    ext = {
+        "suggestWhichBrokerId": "0",
+        "nextBeginOffset": str(result.next_begin_offset),
+        "minOffset": str(result.min_offset),
+        "maxOffset": str(result.max_offset),
+    }
+    if result.messages:
+        broker.stats["get"] += len(result.messages)
+    body = b"".join(result.messages) if result.messages else b""
+    return req.response(code, result.status.value, ext, body)

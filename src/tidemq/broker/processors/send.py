@@ -1,0 +1,280 @@
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK (spec 2.4, 4.3, 4.6)."""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from tidemq.broker.topics import DLQ_PREFIX, NOT_SENDABLE, RETRY_PREFIX, name_problem
+from tidemq.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from tidemq.remoting.message import (
+    MessageDecodeError,
+    Prop,
+    SysFlag,
+    decode_batch,
+    decode_properties,
+    decode_record,
+    offset_msg_id,
+    pack_host,
+)
+from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
+from tidemq.store import StoreError
+from tidemq.store.message_store import AppendRequest, PutResult
+from tidemq.store.metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig, TopicConfig
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+
+
+def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
+    for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        dispatcher.register(code, functools.partial(send_message, broker))
+    dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, functools.partial(consumer_send_back, broker))
+
+
+def subscription_group(broker: Broker, group: str) -> SubscriptionGroupConfig | None:
+    """Find a group's config, auto-creating it as Java does by default."""
+    config = broker.store.groups.get(group)
+    if config is None and broker.config.auto_create_subscription_group:
+        config = SubscriptionGroupConfig(group)
+        broker.store.groups.put(config)
+    return config
+
+
+def _born_host(conn: RemotingConnection) -> bytes:
+    try:
+        return pack_host(conn.peer[0], conn.peer[1])[0]
+    except ValueError:
+        return b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+
+
+def _error(req: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+    return req.error(code, remark)
+
+
+def _resolve_topic(
+    broker: Broker, req: RemotingCommand, h: SendMessageRequestHeader
+) -> TopicConfig | RemotingCommand:
+    if not broker.config.writable:
+        return _error(
+            req,
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_name}] sending message is forbidden",
+        )
+    problem = name_problem(h.topic)
+    if problem:
+        return _error(req, ResponseCode.SYSTEM_ERROR, problem)
+    if h.topic in NOT_SENDABLE:
+        return _error(req, ResponseCode.SYSTEM_ERROR, f"Sending message to topic[{h.topic}] is forbidden.")
+    config = broker.topics.get(h.topic)
+    if config is None:
+        if h.topic.startswith(RETRY_PREFIX):
+            config = broker.topics.ensure(h.topic, 1)
+        else:
+            config = broker.topics.create_in_send(h.topic, h.default_topic, h.default_topic_queue_nums, 0)
+    if config is None:
+        return _error(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+    if not config.writable:
+        return _error(req, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
+    if h.queue_id >= max(config.read_queue_nums, config.write_queue_nums):
+        return _error(
+            req,
+            ResponseCode.SYSTEM_ERROR,
+            f"request queueId[{h.queue_id}] is illegal, {config} Producer: {req.ext_fields.get('a', '')}",
+        )
+    return config
+
+
+def send_message(
+    broker: Broker, conn: RemotingConnection, req: RemotingCommand
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    compact = req.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+    h = SendMessageRequestHeader.from_ext(req.ext_fields, compact=compact)
+    resolved = _resolve_topic(broker, req, h)
+    if isinstance(resolved, RemotingCommand):
+        return resolved
+    config = resolved
+    if len(req.body) > broker.config.max_message_size:
+        return _error(
+            req,
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"message body size {len(req.body)} exceeds the maximum {broker.config.max_message_size}",
+        )
+    if SysFlag.transaction_value(h.sys_flag) == SysFlag.TRANSACTION_PREPARED:
+        return _error(
+            req,
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_name}] sending transaction message is forbidden",
+        )
+    queue_id = h.queue_id if h.queue_id >= 0 else random.randrange(config.write_queue_nums)
+    topic = h.topic
+    props = decode_properties(h.properties)
+    reconsume = h.reconsume_times or 0
+    if topic.startswith(RETRY_PREFIX):
+        group = subscription_group(broker, topic[len(RETRY_PREFIX) :])
+        if group is None:
+            return _error(
+                req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {topic}"
+            )
+        max_times = group.retry_max_times
+        if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        if reconsume >= max_times:
+            topic = DLQ_PREFIX + topic[len(RETRY_PREFIX) :]
+            broker.topics.ensure(topic, 1, PERM_READ | PERM_WRITE)
+            queue_id = 0
+            props.pop(Prop.DELAY, None)
+    born_host = _born_host(conn)
+    try:
+        if h.batch or req.code == RequestCode.SEND_BATCH_MESSAGE:
+            requests = _batch_requests(broker, h, topic, queue_id, props, bytes(req.body), born_host)
+        else:
+            requests = [
+                broker.make_append(
+                    topic=topic,
+                    queue_id=queue_id,
+                    body=bytes(req.body),
+                    flag=h.flag,
+                    properties=props,
+                    sys_flag=h.sys_flag,
+                    born_timestamp=h.born_timestamp,
+                    born_host=born_host,
+                    reconsume_times=reconsume,
+                )
+            ]
+    except MessageDecodeError as exc:
+        return _error(req, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    if not requests:
+        return _error(req, ResponseCode.MESSAGE_ILLEGAL, "batch body holds no message")
+    return _store(broker, req, requests, queue_id)
+
+
+def _batch_requests(
+    broker: Broker,
+    h: SendMessageRequestHeader,
+    topic: str,
+    queue_id: int,
+    batch_props: dict[str, str],
+    body: bytes,
+    born_host: bytes,
+) -> list[AppendRequest]:
+    if topic.startswith(RETRY_PREFIX):
+        raise MessageDecodeError("batch messages cannot be sent to a retry topic")
+    requests = []
+    for item in decode_batch(body):
+        props = decode_properties(item.properties)
+        if Prop.DELAY in props:
+            raise MessageDecodeError("batch messages cannot carry a delay level")
+        props.update(batch_props)
+        requests.append(
+            broker.make_append(
+                topic=topic,
+                queue_id=queue_id,
+                body=item.body,
+                flag=item.flag,
+                properties=props,
+                sys_flag=h.sys_flag,
+                born_timestamp=h.born_timestamp,
+                born_host=born_host,
+            )
+        )
+    return requests
+
+
+def _store(
+    broker: Broker, req: RemotingCommand, requests: list[AppendRequest], queue_id: int
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    try:
+        result = broker.store.put(requests)
+    except StoreError as exc:
+        return _error(req, ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
+    broker.stats["put"] += len(requests)
+    response = _send_response(broker, req, result, queue_id)
+    if broker.store.config.flush_mode == "sync":
+        return _after_flush(broker, response, result.end_offset)
+    return response
+
+
+async def _after_flush(broker: Broker, response: RemotingCommand, end_offset: int) -> RemotingCommand:
+    try:
+        await broker.store.wait_durable(end_offset)
+    except StoreError:
+        response.code = ResponseCode.FLUSH_DISK_TIMEOUT
+    return response
+
+
+def _send_response(broker: Broker, req: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+    msg_ids = ",".join(offset_msg_id(broker.store_host, off) for off in result.commit_log_offsets)
+    return req.response(
+        ext_fields={
+            "msgId": msg_ids,
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offsets[0]),
+            "MSG_REGION": broker.config.region,
+            "TRACE_ON": "true" if broker.config.trace_on else "false",
+        }
+    )
+
+
+def consumer_send_back(
+    broker: Broker, conn: RemotingConnection, req: RemotingCommand
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """Return a failed message for redelivery through %RETRY%<group>, or dead-letter it (spec 4.6)."""
+    h = ConsumerSendMsgBackRequestHeader.from_ext(req.ext_fields)
+    group = subscription_group(broker, h.group)
+    if group is None:
+        return _error(
+            req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}"
+        )
+    if not broker.config.writable:
+        return _error(
+            req,
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_name}] sending message is forbidden",
+        )
+    if group.retry_queue_nums <= 0:
+        return req.response()
+    data = broker.store.read_message(h.offset)
+    if data is None:
+        return _error(req, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+    msg = decode_record(data, decompress=False)
+    props = dict(msg.properties)
+    props.setdefault(Prop.RETRY_TOPIC, msg.topic)
+    max_times = group.retry_max_times
+    if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
+    if msg.reconsume_times >= max_times or h.delay_level < 0:
+        topic = DLQ_PREFIX + h.group
+        broker.topics.ensure(topic, 1, PERM_READ | PERM_WRITE)
+        queue_id = 0
+        props.pop(Prop.DELAY, None)
+    else:
+        topic = RETRY_PREFIX + h.group
+        config = broker.topics.ensure(topic, group.retry_queue_nums)
+        queue_id = random.randrange(config.write_queue_nums)
+        level = h.delay_level or 3 + msg.reconsume_times
+        props[Prop.DELAY] = str(level)
+    props.setdefault(Prop.ORIGIN_MESSAGE_ID, h.origin_msg_id or msg.offset_msg_id)
+    props[Prop.WAIT] = "false"
+    request = broker.make_append(
+        topic=topic,
+        queue_id=queue_id,
+        body=msg.body,
+        flag=msg.flag,
+        properties=props,
+        sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host_raw,
+        reconsume_times=msg.reconsume_times + 1,
+    )
+    try:
+        result = broker.store.put([request])
+    except StoreError as exc:
+        return _error(req, ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
+    if broker.store.config.flush_mode == "sync":
+        return _after_flush(broker, req.response(), result.end_offset)
+    return req.response()

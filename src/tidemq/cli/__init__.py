@@ -1,0 +1,51 @@
+"""The ``tidemq`` command."""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from typing import Any
+
+import click
+
+from tidemq import __version__
+
+
+def load_config_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--config FILE``: TOML whose keys are option names; the command line still wins."""
+    if value is None:
+        return None
+    try:
+        with open(value, "rb") as f:
+            data: dict[str, Any] = tomllib.load(f)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {value}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise click.BadParameter(f"{value} is not valid TOML: {exc}") from None
+    known = {p.name for p in ctx.command.params if p.name}
+    defaults = {}
+    for key, item in data.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise click.BadParameter(f"{value}: unknown setting {key!r}")
+        defaults[name] = item
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+@click.group()
+@click.version_option(__version__, prog_name="tidemq")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def main(log_level: str) -> None:
+    """tidemq: a pure-Python message queue speaking RocketMQ 4.x remoting."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+from tidemq.cli import servers  # noqa: E402
+
+servers.register(main)

@@ -1,0 +1,63 @@
+"""Run the name server and broker in one process: the embedded default for a laptop, CI or one node."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tidemq.broker.broker import Broker
+from tidemq.broker.config import BrokerConfig
+from tidemq.namesrv import NameServer
+from tidemq.store import StoreConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServerPlan:
+    """What to run: a name server, a broker, or both (``tidemq server``)."""
+
+    namesrv_host: str | None = None
+    namesrv_port: int = 9876
+    broker: BrokerConfig | None = None
+    store: StoreConfig | None = None
+    on_ready: Callable[[list[str]], None] | None = None
+    components: list[object] = field(default_factory=list)
+
+
+async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
+    """Start what the plan names, wait for SIGINT/SIGTERM (or ``stop``), then shut down cleanly."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    namesrv: NameServer | None = None
+    broker: Broker | None = None
+    ready: list[str] = []
+    try:
+        if plan.namesrv_host is not None:
+            namesrv = NameServer(plan.namesrv_host, plan.namesrv_port)
+            await namesrv.start()
+            ready.append(f"namesrv {plan.namesrv_host}:{namesrv.port}")
+            if plan.broker is not None and not plan.broker.namesrv_addrs:
+                plan.broker.namesrv_addrs = [f"{plan.namesrv_host}:{namesrv.port}"]
+        if plan.broker is not None:
+            assert plan.store is not None
+            broker = Broker(plan.broker, plan.store)
+            await broker.start()
+            ready.append(f"broker {plan.broker.broker_name} {plan.broker.advertised_addr}")
+        plan.components = [c for c in (namesrv, broker) if c is not None]
+        if plan.on_ready is not None:
+            plan.on_ready(ready)
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        if broker is not None:
+            await broker.close()
+        if namesrv is not None:
+            await namesrv.close()
