@@ -140,6 +140,13 @@ function clientOptions(args) {
   };
 }
 
+// One-line description of an error (stack only with --verbose).
+function describe(err, verbose) {
+  if (!(err instanceof Error)) return String(err);
+  if (verbose) return err.stack;
+  return `${err.name}: ${err.message}` + (err.code !== undefined ? ` (code ${err.code})` : '');
+}
+
 function startTimeout(seconds, what) {
   const t = setTimeout(() => fail(2, `timeout after ${seconds} s: ${what()}`), seconds * 1000);
   return t;
@@ -150,5 +157,5 @@ process.on('unhandledRejection', err => {
 });
 
 module.exports = {
-  exit, emit, fail, parseArgs, installLoopbackGuard, probe, clientOptions, startTimeout,
+  exit, emit, fail, describe, parseArgs, installLoopbackGuard, probe, clientOptions, startTimeout,
 };
