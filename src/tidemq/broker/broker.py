@@ -229,7 +229,8 @@ class Broker:
             await self.register_all()
             self._register_now.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), self.config.register_interval_s)
+                async with asyncio.timeout(self.config.register_interval_s):
+                    await self._register_now.wait()
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:

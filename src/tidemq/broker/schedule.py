@@ -63,7 +63,8 @@ class ScheduleService:
             if entry is None:
                 wakeup.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wakeup.wait(), 1.0)
+                    async with asyncio.timeout(1.0):
+                        await wakeup.wait()
                 continue
             phys, _size, deliver_at = entry
             wait_ms = deliver_at - int(time.time() * 1000)

@@ -241,7 +241,8 @@ class RemotingConnection(asyncio.Protocol):
         self._pending[request.opaque] = fut
         self.send(request)
         try:
-            return await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             raise RemotingTimeoutError(
                 f"no response to code {request.code} from {self.address} within {timeout:.1f}s"
@@ -277,10 +278,10 @@ async def connect(
 ) -> RemotingConnection:
     loop = asyncio.get_running_loop()
     try:
-        _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: RemotingConnection(handler, on_close=on_close), host, port),
-            timeout,
-        )
+        async with asyncio.timeout(timeout):
+            _, conn = await loop.create_connection(
+                lambda: RemotingConnection(handler, on_close=on_close), host, port
+            )
     except (OSError, TimeoutError) as exc:
         raise RemotingConnectError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
     return conn

@@ -35,7 +35,7 @@ _I32 = struct.Struct(">i")
 class ScannedRecord:
     offset: int
     size: int
-    view: memoryview
+    data: bytes
 
 
 class CommitLog:
@@ -148,7 +148,7 @@ class CommitLog:
                 if not self._valid(view, pos, size, magic, seg.base + pos):
                     end_of_segment = False
                     break
-                yield ScannedRecord(seg.base + pos, size, view[pos : pos + size])
+                yield ScannedRecord(seg.base + pos, size, seg.read(pos, size))
                 pos += size
             view.release()
             if end_of_segment and seg_index + 1 < len(self.segments):

@@ -158,7 +158,7 @@ class MessageStore:
         trusted = int(checkpoint.get("dispatched", 0))
         redispatched = 0
         for rec in self.commitlog.recover(trusted):
-            msg = decode_record(rec.view, decompress=False)
+            msg = decode_record(rec.data, decompress=False)
             cq = self._queue(msg.topic, msg.queue_id)
             if msg.queue_offset < cq.max_offset:
                 continue
@@ -286,7 +286,8 @@ class MessageStore:
                 await self._flush_wakeup.wait()
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._flush_wakeup.wait(), interval)
+                    async with asyncio.timeout(interval):
+                        await self._flush_wakeup.wait()
             self._flush_wakeup.clear()
             await self.flush_commitlog()
 

@@ -1,0 +1,310 @@
+"""Test support: real server processes on free loopback ports, and a small raw remoting client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tidemq.remoting import jsonx
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from tidemq.remoting.message import BatchItem, MessageExt, encode_batch, encode_properties, iter_records
+from tidemq.remoting.transport import RemotingConnection, connect
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """``tidemq server`` (or ``namesrv``/``broker``) as a child process, stopped by its own PID."""
+
+    def __init__(self, data_dir: Path, *extra: str, command: str = "server") -> None:
+        self.data_dir = data_dir
+        self.command = command
+        self.extra = list(extra)
+        self.namesrv_port = free_port()
+        self.broker_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}-{command}.log"
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    def args(self) -> list[str]:
+        args = [sys.executable, "-m", "tidemq", self.command]
+        if self.command in ("server", "namesrv"):
+            args += ["--namesrv-port", str(self.namesrv_port)]
+        if self.command in ("server", "broker"):
+            args += ["--broker-port", str(self.broker_port), "--data-dir", str(self.data_dir)]
+        return args + self.extra
+
+    def start(self, timeout: float = 20.0) -> ServerProcess:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(
+            self.args(), stdout=subprocess.PIPE, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if line.startswith(b"tidemq ready"):
+                return self
+            if not line and self.proc.poll() is not None:
+                break
+        self.kill()
+        raise RuntimeError(f"server did not start: {self.log_path.read_text(errors='replace')[-3000:]}")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = -9
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+@dataclass
+class Sent:
+    code: int
+    remark: str | None
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+
+
+class RawClient:
+    """Speaks the remoting protocol directly, request by request, the way a real client would."""
+
+    def __init__(self, conn: RemotingConnection, client_id: str = "127.0.0.1@test") -> None:
+        self.conn = conn
+        self.client_id = client_id
+        self.received: list[RemotingCommand] = []
+
+    @classmethod
+    async def open(cls, addr: str, client_id: str = "127.0.0.1@test") -> RawClient:
+        host, port = addr.rsplit(":", 1)
+        holder: list[RawClient] = []
+
+        def on_request(conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None:
+            holder[0].received.append(req)
+            return None
+
+        client = cls(await connect(host, int(port), on_request), client_id)
+        holder.append(client)
+        return client
+
+    def close(self) -> None:
+        self.conn.close()
+
+    async def call(
+        self,
+        code: int,
+        ext: dict[str, str] | None = None,
+        body: bytes = b"",
+        timeout: float = 5.0,
+        version: int = 409,
+    ) -> RemotingCommand:
+        return await self.conn.invoke(
+            RemotingCommand(code, ext_fields=ext or {}, body=body, version=version), timeout
+        )
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        tags: str | None = None,
+        keys: str | None = None,
+        queue_id: int = 0,
+        props: dict[str, str] | None = None,
+        code: int = RequestCode.SEND_MESSAGE_V2,
+        reconsume_times: int | None = None,
+        max_reconsume_times: int | None = None,
+    ) -> Sent:
+        properties = dict(props or {})
+        if tags:
+            properties["TAGS"] = tags
+        if keys:
+            properties["KEYS"] = keys
+        header = SendMessageRequestHeader(
+            producer_group="PG",
+            topic=topic,
+            default_topic="TBW102",
+            default_topic_queue_nums=4,
+            queue_id=queue_id,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties=encode_properties(properties),
+            reconsume_times=reconsume_times,
+            max_reconsume_times=max_reconsume_times,
+        )
+        ext = header.to_compact_ext() if code != RequestCode.SEND_MESSAGE else header.to_ext()
+        resp = await self.call(code, ext, body)
+        return self._sent(resp)
+
+    async def send_batch(self, topic: str, bodies: list[bytes], queue_id: int = 0) -> Sent:
+        header = SendMessageRequestHeader(
+            producer_group="PG",
+            topic=topic,
+            default_topic="TBW102",
+            default_topic_queue_nums=4,
+            queue_id=queue_id,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties="WAIT\x01true",
+            batch=True,
+        )
+        items = [
+            BatchItem(0, b, encode_properties({"UNIQ_KEY": f"U{i:031d}", "KEYS": f"bk{i}"}))
+            for i, b in enumerate(bodies)
+        ]
+        resp = await self.call(RequestCode.SEND_BATCH_MESSAGE, header.to_compact_ext(), encode_batch(items))
+        return self._sent(resp)
+
+    @staticmethod
+    def _sent(resp: RemotingCommand) -> Sent:
+        ext = resp.ext_fields
+        return Sent(
+            resp.code,
+            resp.remark,
+            ext.get("msgId", ""),
+            int(ext.get("queueId", -1)),
+            int(ext.get("queueOffset", -1)),
+        )
+
+    async def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        group: str = "CG",
+        max_nums: int = 32,
+        expression: str | None = "*",
+        suspend_ms: int = 0,
+        commit_offset: int = 0,
+        timeout: float = 5.0,
+    ) -> tuple[RemotingCommand, list[MessageExt]]:
+        sys_flag = 0
+        if expression is not None:
+            sys_flag |= 0x4
+        if suspend_ms:
+            sys_flag |= 0x2
+        if commit_offset:
+            sys_flag |= 0x1
+        header = PullMessageRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            suspend_timeout_millis=suspend_ms,
+            sub_version=0,
+            subscription=expression,
+            expression_type="TAG",
+        )
+        resp = await self.call(RequestCode.PULL_MESSAGE, header.to_ext(), timeout=timeout)
+        msgs = list(iter_records(resp.body)) if resp.code == ResponseCode.SUCCESS else []
+        return resp, msgs
+
+    async def heartbeat(
+        self, group: str, topics: dict[str, str], model: str = "CLUSTERING"
+    ) -> RemotingCommand:
+        from tidemq.remoting.message import tag_hash
+
+        subs = []
+        for topic, expr in topics.items():
+            tags = [] if expr == "*" else [t.strip() for t in expr.split("||")]
+            subs.append(
+                {
+                    "topic": topic,
+                    "subString": expr,
+                    "tagsSet": tags,
+                    "codeSet": [tag_hash(t) for t in tags],
+                    "subVersion": int(time.time() * 1000),
+                    "classFilterMode": False,
+                    "expressionType": "TAG",
+                }
+            )
+        body = {
+            "clientID": self.client_id,
+            "producerDataSet": [],
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": model,
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "unitMode": False,
+                    "subscriptionDataSet": subs,
+                }
+            ],
+        }
+        return await self.call(RequestCode.HEART_BEAT, body=orjson.dumps(body))
+
+    async def route(self, topic: str) -> dict[str, Any] | None:
+        resp = await self.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        return jsonx.loads(resp.body) if resp.code == ResponseCode.SUCCESS else None
+
+    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
+        return await self.call(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": str(queues),
+                "writeQueueNums": str(queues),
+                "perm": str(perm),
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": "0",
+                "order": "false",
+            },
+        )
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)

@@ -1,0 +1,378 @@
+"""Property tests: the decoders never fail with anything but their own errors, and encoders round-trip."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import struct
+import zlib
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tidemq.remoting.codes import LanguageCode, SerializeType
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.frame import FrameDecoder, FrameError, HeaderError, encode
+from tidemq.remoting.message import (
+    BatchItem,
+    MessageDecodeError,
+    SysFlag,
+    decode_batch,
+    decode_record,
+    encode_batch,
+    encode_properties,
+    encode_record,
+    iter_records,
+)
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+STRUCTURED = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ROUND_TRIP = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+INT16 = st.integers(-(2**15), 2**15 - 1)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+# --- strategies for frames ----------------------------------------------------------------------------
+
+_JSON_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
+    st.text(max_size=8), st.sampled_from(["105", "-1", "--1", "\u00b2", "JAVA", "GO", ""]),
+)
+_JSON_VALUES = st.recursive(
+    _JSON_SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _json_text(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+_NUMBER_LIKE = st.from_regex(r"\A[-+]{0,2}[0-9\u00b2\u0663 ]{0,3}-?\Z")
+_GOOD_VALUES = {
+    "code": INT16, "opaque": INT32, "flag": INT32, "version": INT16,
+    "language": st.sampled_from(["JAVA", "GO", "CPP", "PYTHON", "OTHER", "NOPE"]),
+    "remark": st.one_of(st.none(), st.text(max_size=8)),
+    "extFields": st.one_of(st.none(), st.dictionaries(st.text(max_size=5), _JSON_SCALARS, max_size=4)),
+    "serializeTypeCurrentRPC": st.just("JSON"),
+}
+_INT_KEYS = ("code", "opaque", "flag", "version")
+
+
+@st.composite
+def json_headers(draw: st.DrawFn) -> bytes:
+    """JSON objects shaped like headers: each key is mostly well typed, sometimes absent or wrong."""
+    header: dict = {}
+    for key, good in _GOOD_VALUES.items():
+        choice = draw(st.integers(0, 19))
+        if choice == 0:
+            continue  # absent
+        if choice == 1:
+            header[key] = draw(_NUMBER_LIKE if key in _INT_KEYS else _JSON_VALUES)
+        elif choice == 2:
+            header[key] = draw(_JSON_VALUES)
+        else:
+            header[key] = draw(good)
+    if draw(st.integers(0, 19)) == 0:
+        header = draw(_JSON_VALUES)  # not even an object
+    text = _json_text(header)
+    if draw(st.integers(0, 9)) == 0:  # damage it
+        i = draw(st.integers(0, len(text)))
+        text = text[:i] + draw(st.binary(max_size=3)) + text[i + draw(st.integers(0, 3)):]
+    return text
+
+
+@st.composite
+def binary_headers(draw: st.DrawFn) -> bytes:
+    """ROCKETMQ headers: a valid-looking fixed part followed by random or lightly damaged lengths."""
+    fixed = struct.pack(">hbhii", draw(INT16), draw(st.integers(-128, 127)), draw(INT16), draw(INT32),
+                        draw(INT32))
+    remark = draw(st.binary(max_size=8))
+    ext = b""
+    for _ in range(draw(st.integers(0, 3))):
+        key, val = draw(st.binary(max_size=6)), draw(st.binary(max_size=6))
+        key_len = len(key) if draw(st.integers(0, 9)) else draw(st.integers(0, 0xFFFF))
+        val_len = len(val) if draw(st.integers(0, 9)) else draw(INT32)
+        ext += struct.pack(">H", key_len) + key + struct.pack(">i", val_len) + val
+    remark_len = len(remark) if draw(st.integers(0, 9)) else draw(INT32)
+    ext_len = len(ext) if draw(st.integers(0, 9)) else draw(INT32)
+    data = fixed + struct.pack(">i", remark_len) + remark + struct.pack(">i", ext_len) + ext
+    return data[: draw(st.integers(0, len(data)))] if draw(st.integers(0, 4)) == 0 else data
+
+
+@st.composite
+def frame_streams(draw: st.DrawFn) -> bytes:
+    """A mix of well-framed random headers and raw junk, so both the framing and header paths run."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["json"] * 4 + ["binary"] * 3 + ["raw", "junk-type"]))
+        if kind == "raw":
+            parts.append(draw(st.binary(max_size=40)))
+            continue
+        header = draw(json_headers()) if kind == "json" else draw(binary_headers())
+        stype = {"json": 0, "binary": 1}.get(kind, draw(st.integers(2, 255)))
+        body = draw(st.binary(max_size=16))
+        # mostly consistent lengths, so that most frames reach the header decoders
+        hdr_len = len(header) if draw(st.integers(0, 9)) else draw(st.integers(0, 0xFFFFFF))
+        length = 4 + len(header) + len(body) if draw(st.integers(0, 9)) else draw(INT32)
+        parts.append(struct.pack(">iI", length, (stype << 24) | hdr_len) + header + body)
+    return b"".join(parts)
+
+
+def _feed_all(data: bytes, cuts: list[int]) -> list[RemotingCommand | HeaderError]:
+    decoder = FrameDecoder()
+    out: list[RemotingCommand | HeaderError] = []
+    prev = 0
+    for cut in [*cuts, len(data)]:
+        out += decoder.feed(data[prev:cut])
+        prev = cut
+    return out
+
+
+def _check_decoder_contract(data: bytes, cuts: list[int]) -> None:
+    try:
+        out = _feed_all(data, cuts)
+    except FrameError:
+        return
+    for item in out:
+        assert isinstance(item, RemotingCommand | HeaderError)
+        if isinstance(item, RemotingCommand):
+            assert all(isinstance(k, str) and isinstance(v, str) for k, v in item.ext_fields.items())
+            assert isinstance(item.code, int)
+            assert isinstance(item.opaque, int)
+            assert item.remark is None or isinstance(item.remark, str)
+
+
+# --- (1) FrameDecoder never raises anything but FrameError ------------------------------------------
+
+
+@FUZZ
+@given(st.data())
+def test_frame_decoder_random_bytes(data: st.DataObject) -> None:
+    raw = data.draw(st.binary(max_size=200))
+    _check_decoder_contract(raw, data.draw(st.lists(st.integers(0, len(raw)), max_size=4).map(sorted)))
+
+
+@STRUCTURED
+@given(st.data())
+def test_frame_decoder_structured_junk(data: st.DataObject) -> None:
+    stream = data.draw(frame_streams())
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
+    _check_decoder_contract(stream, cuts)
+
+
+@STRUCTURED
+@given(st.data())
+def test_frame_decoder_chunking_does_not_change_the_result(data: st.DataObject) -> None:
+    stream = data.draw(frame_streams())
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
+
+    def summary(cut_points: list[int]) -> object:
+        try:
+            out = _feed_all(stream, cut_points)
+        except FrameError:
+            return "FrameError"
+        return [
+            (type(x).__name__, str(x), x.opaque) if isinstance(x, HeaderError)
+            else (x.code, x.opaque, x.flag, x.ext_fields, x.remark, bytes(x.body))
+            for x in out
+        ]
+
+    # same commands and header errors, or a FrameError either way
+    assert summary([]) == summary(cuts)
+
+
+# --- (2) record and batch decoders raise only MessageDecodeError --------------------------------------
+
+
+def _valid_record(draw: st.DrawFn) -> bytes:
+    return bytes(encode_record(
+        topic=draw(st.text(max_size=5)), queue_id=draw(INT32), body=draw(st.binary(max_size=20)),
+        properties=draw(st.text(max_size=10)), sys_flag=draw(st.sampled_from([0, 1, 0x10, 0x20, 0x31])),
+        born_host=draw(st.sampled_from([bytes(8), bytes(20)])),
+        store_host=draw(st.sampled_from([bytes(8), bytes(20)])),
+    ))
+
+
+@st.composite
+def record_like_bytes(draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from(["raw", "mutated", "truncated", "concat"]))
+    if kind == "raw":
+        return draw(st.binary(max_size=300))
+    data = bytearray(_valid_record(draw))
+    if kind == "truncated":
+        return bytes(data[: draw(st.integers(0, len(data)))])
+    if kind == "concat":
+        return bytes(data) + _valid_record(draw) + draw(st.binary(max_size=8))
+    for _ in range(draw(st.integers(1, 5))):
+        i = draw(st.integers(0, len(data) - 1))
+        data[i] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
+@FUZZ
+@given(record_like_bytes(), st.booleans(), st.booleans())
+def test_record_decoders_raise_only_message_decode_error(data: bytes, decompress: bool, crc: bool) -> None:
+    with contextlib.suppress(MessageDecodeError):
+        decode_record(data, decompress=decompress, check_crc=crc)
+    with contextlib.suppress(MessageDecodeError):
+        for msg in iter_records(data, decompress=decompress):
+            assert msg.store_size >= 91
+
+
+@FUZZ
+@given(st.binary(max_size=300), st.integers(0, 400))
+def test_decode_record_at_random_position(data: bytes, pos: int) -> None:
+    with contextlib.suppress(MessageDecodeError):
+        decode_record(data, pos)
+
+
+@st.composite
+def batch_like_bytes(draw: st.DrawFn) -> bytes:
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=200))
+    item = st.builds(BatchItem, INT32, st.binary(max_size=10), st.text(max_size=10))
+    items = draw(st.lists(item, max_size=4))
+    data = bytearray(encode_batch(items))
+    for _ in range(draw(st.integers(0, 4))):
+        if data:
+            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+    return bytes(data[: draw(st.integers(0, len(data)))]) if draw(st.booleans()) else bytes(data)
+
+
+@FUZZ
+@given(batch_like_bytes())
+def test_decode_batch_raises_only_message_decode_error(data: bytes) -> None:
+    try:
+        items = decode_batch(data)
+    except MessageDecodeError:
+        return
+    assert all(isinstance(item, BatchItem) for item in items)
+
+
+# --- (3) round trips ------------------------------------------------------------------------------------
+
+_TEXT = st.text(max_size=12)
+
+
+@st.composite
+def commands(draw: st.DrawFn) -> RemotingCommand:
+    stype = draw(st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]))
+    remark = draw(st.one_of(st.none(), _TEXT))
+    return RemotingCommand(
+        draw(INT16),
+        opaque=draw(INT32),
+        flag=draw(INT32),
+        ext_fields=draw(st.dictionaries(_TEXT, _TEXT, max_size=6)),
+        body=draw(st.binary(max_size=64)),
+        remark=remark,
+        language=draw(st.sampled_from(list(LanguageCode))),
+        version=draw(INT16),
+        serialize_type=stype,
+    )
+
+
+def _expected_remark(cmd: RemotingCommand) -> str | None:
+    # the binary header has no null/empty distinction: length 0 decodes as null, like Java >= 4.9.4
+    if cmd.serialize_type == SerializeType.ROCKETMQ and cmd.remark == "":
+        return None
+    return cmd.remark
+
+
+@ROUND_TRIP
+@given(st.lists(commands(), min_size=1, max_size=4), st.data())
+def test_command_round_trip(cmds: list[RemotingCommand], data: st.DataObject) -> None:
+    stream = b"".join(encode(c) for c in cmds)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=4)))
+    out = _feed_all(stream, cuts)
+    assert len(out) == len(cmds)
+    for got, want in zip(out, cmds, strict=True):
+        assert isinstance(got, RemotingCommand)
+        assert got.code == want.code
+        assert got.opaque == want.opaque
+        assert got.flag == want.flag
+        assert got.ext_fields == want.ext_fields
+        assert got.remark == _expected_remark(want)
+        assert got.body == want.body
+        assert got.language == want.language
+        assert got.version == want.version
+        assert got.serialize_type == want.serialize_type
+        assert got.is_response == want.is_response
+        assert got.is_oneway == want.is_oneway
+
+
+_PROP_PART = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+                     min_size=1, max_size=10)
+_IPV4 = st.builds(lambda ip, port: (ip + struct.pack(">i", port), ".".join(map(str, ip)) + f":{port}"),
+                  st.binary(min_size=4, max_size=4), st.integers(0, 65535))
+
+
+def _v6_text(ip: bytes, port: int) -> str:
+    return f"[{ipaddress.IPv6Address(ip)}]:{port}"
+
+
+_IPV6 = st.builds(lambda ip, port: (ip + struct.pack(">i", port), _v6_text(ip, port)),
+                  st.binary(min_size=16, max_size=16),
+                  st.integers(0, 65535))
+
+
+@st.composite
+def records(draw: st.DrawFn) -> dict:
+    topic = draw(st.text(max_size=40).filter(lambda t: len(t.encode()) <= 127))
+    born, born_text = draw(st.one_of(_IPV4, _IPV6))
+    store, store_text = draw(st.one_of(_IPV4, _IPV6))
+    compressed = draw(st.booleans())
+    body = draw(st.binary(max_size=200))
+    # only bits the encoder does not own: compression/v6 are derived from the other arguments
+    sys_flag = draw(INT32) & ~(SysFlag.COMPRESSED | SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+    if compressed:
+        sys_flag |= SysFlag.COMPRESSED
+    return dict(
+        topic=topic, queue_id=draw(INT32), body=body, compressed=compressed,
+        props=draw(st.dictionaries(_PROP_PART, _PROP_PART, max_size=5)), flag=draw(INT32), sys_flag=sys_flag,
+        born_timestamp=draw(INT64), born=born, born_text=born_text, store_timestamp=draw(INT64), store=store,
+        store_text=store_text, reconsume_times=draw(INT32), prepared=draw(INT64), queue_offset=draw(INT64),
+        commit_log_offset=draw(INT64),
+    )
+
+
+@ROUND_TRIP
+@given(st.lists(records(), min_size=1, max_size=2))
+def test_record_round_trip(recs: list[dict]) -> None:
+    encoded = []
+    for r in recs:
+        stored = zlib.compress(r["body"], 5) if r["compressed"] else r["body"]
+        encoded.append(bytes(encode_record(
+            topic=r["topic"], queue_id=r["queue_id"], body=stored, properties=encode_properties(r["props"]),
+            flag=r["flag"], sys_flag=r["sys_flag"], born_timestamp=r["born_timestamp"], born_host=r["born"],
+            store_timestamp=r["store_timestamp"], store_host=r["store"], reconsume_times=r["reconsume_times"],
+            prepared_transaction_offset=r["prepared"], queue_offset=r["queue_offset"],
+            commit_log_offset=r["commit_log_offset"],
+        )))
+    decoded = list(iter_records(b"".join(encoded)))
+    assert len(decoded) == len(recs)
+    for msg, r, raw in zip(decoded, recs, encoded, strict=True):
+        v6_bits = (SysFlag.BORNHOST_V6 if len(r["born"]) == 20 else 0) | (
+            SysFlag.STOREHOST_V6 if len(r["store"]) == 20 else 0)
+        assert msg.topic == r["topic"]
+        assert msg.body == r["body"]
+        assert msg.queue_id == r["queue_id"]
+        assert msg.flag == r["flag"]
+        assert msg.sys_flag == r["sys_flag"] | v6_bits
+        assert msg.born_timestamp == r["born_timestamp"]
+        assert msg.born_host == r["born_text"]
+        assert msg.store_timestamp == r["store_timestamp"]
+        assert msg.store_host == r["store_text"]
+        assert msg.store_host_raw == r["store"]
+        assert msg.reconsume_times == r["reconsume_times"]
+        assert msg.prepared_transaction_offset == r["prepared"]
+        assert msg.queue_offset == r["queue_offset"]
+        assert msg.commit_log_offset == r["commit_log_offset"]
+        assert msg.properties == r["props"]
+        assert msg.store_size == len(raw)
+        assert decode_record(raw, check_crc=True).body == r["body"]

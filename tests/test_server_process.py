@@ -1,0 +1,191 @@
+"""The server as a process: crash durability, clean shutdown, restart, and the CLI's error messages."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support import RawClient, ServerProcess, free_port, run
+from tidemq.remoting.codes import ResponseCode
+from tidemq.remoting.transport import RemotingError
+
+
+def _drain_queue(c: RawClient, topic: str, queue_id: int):  # type: ignore[no-untyped-def]
+    async def drain() -> list[bytes]:
+        out: list[bytes] = []
+        offset = 0
+        while True:
+            resp, msgs = await c.pull(topic, queue_id, offset)
+            if resp.code != ResponseCode.SUCCESS:
+                return out
+            out += [m.body for m in msgs]
+            offset = int(resp.ext_fields["nextBeginOffset"])
+
+    return drain()
+
+
+def test_sigkill_during_sync_sends_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", "--flush", "sync").start()
+    acked: set[bytes] = set()
+
+    async def produce() -> None:
+        clients = [await RawClient.open(server.broker) for _ in range(4)]
+
+        async def sender(n: int) -> None:
+            for i in range(5000):
+                body = f"{n}-{i}".encode()
+                try:
+                    r = await clients[n].send("Durable", body, queue_id=n)
+                except (RemotingError, OSError):
+                    return
+                if r.code == ResponseCode.SUCCESS:
+                    acked.add(body)
+
+        tasks = [asyncio.create_task(sender(n)) for n in range(4)]
+        deadline = time.monotonic() + 10
+        while len(acked) < 300 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert server.proc is not None
+        os.kill(server.proc.pid, signal.SIGKILL)  # mid-stream, while sends are in flight
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    run(produce())
+    server.kill()
+    assert len(acked) >= 300
+    restarted = ServerProcess(tmp_path / "data")
+    restarted.namesrv_port, restarted.broker_port = free_port(), free_port()
+    restarted.start()
+    try:
+        async def read_back() -> set[bytes]:
+            c = await RawClient.open(restarted.broker)
+            found: set[bytes] = set()
+            for q in range(4):
+                found.update(await _drain_queue(c, "Durable", q))
+            c.close()
+            return found
+
+        found = run(read_back())
+        assert acked <= found, f"{len(acked - found)} acknowledged messages lost"
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_sigterm_flushes_offsets_and_exits_zero(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data").start()
+
+    async def before() -> None:
+        c = await RawClient.open(server.broker)
+        for i in range(10):
+            await c.send("Restart", f"{i}".encode())
+        await c.call(15, {"consumerGroup": "G", "topic": "Restart", "queueId": "0", "commitOffset": "7"})
+        c.close()
+
+    run(before())
+    assert server.stop() == 0
+    server.start()
+    try:
+        async def after() -> None:
+            c = await RawClient.open(server.broker)
+            assert await _drain_queue(c, "Restart", 0) == [f"{i}".encode() for i in range(10)]
+            resp = await c.call(14, {"consumerGroup": "G", "topic": "Restart", "queueId": "0"})
+            assert resp.ext_fields["offset"] == "7"
+            r = await c.send("Restart", b"10")
+            assert r.queue_offset == 10
+            c.close()
+
+        run(after())
+    finally:
+        assert server.stop() == 0
+
+
+def _cli(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tidemq", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_port_in_use_is_a_clear_one_line_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _cli("server", "--data-dir", str(tmp_path / "d"), "--namesrv-port", str(port),
+                      "--broker-port", str(free_port()))
+    assert result.returncode == 1
+    assert "address already in use" in result.stderr and str(port) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unwritable_data_dir_and_bad_options(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = _cli("server", "--data-dir", str(blocker / "sub"), "--namesrv-port", str(free_port()),
+                  "--broker-port", str(free_port()))
+    assert result.returncode == 1 and "not writable" in result.stderr and "Traceback" not in result.stderr
+    bad = _cli("server", "--flush", "sometimes")
+    assert bad.returncode == 2 and "sometimes" in bad.stderr
+    bad_levels = _cli("server", "--delay-levels", "1x")
+    assert bad_levels.returncode == 2 and "bad delay level" in bad_levels.stderr
+    config = tmp_path / "bad.toml"
+    config.write_text("no_such_setting = 1\n")
+    bad_config = _cli("server", "--config", str(config))
+    assert bad_config.returncode == 2 and "no_such_setting" in bad_config.stderr
+
+
+def test_config_file_sets_options(tmp_path: Path) -> None:
+    port = free_port()
+    config = tmp_path / "tidemq.toml"
+    config.write_text(f'namesrv-port = {port}\nbroker-name = "from-toml"\nflush = "sync"\n')
+    server = ServerProcess(tmp_path / "data", "--config", str(config))
+    server.namesrv_port = port
+    proc = subprocess.Popen([sys.executable, "-m", "tidemq", "server", "--config", str(config), "--data-dir",
+                             str(tmp_path / "data"), "--broker-port", str(server.broker_port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert f"namesrv 127.0.0.1:{port}" in line and "broker from-toml" in line
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+
+
+def test_separate_name_server_with_two_brokers(tmp_path: Path) -> None:
+    namesrv = ServerProcess(tmp_path / "ns", command="namesrv").start()
+    brokers = [
+        ServerProcess(tmp_path / f"b{i}", "--namesrv", namesrv.namesrv, "--broker-name", f"broker-{i}",
+                      "--cluster", "TwoBrokers", command="broker").start()
+        for i in range(2)
+    ]
+    try:
+        async def scenario() -> None:
+            for b in brokers:
+                c = await RawClient.open(b.broker)
+                assert (await c.create_topic("Shared", 2)).code == ResponseCode.SUCCESS
+                c.close()
+            ns = await RawClient.open(namesrv.namesrv)
+            route = await ns.route("Shared")
+            assert route is not None
+            assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-0", "broker-1"]
+            addrs = {d["brokerName"]: d["brokerAddrs"]["0"] for d in route["brokerDatas"]}
+            assert addrs == {"broker-0": brokers[0].broker, "broker-1": brokers[1].broker}
+            ns.close()
+
+        run(scenario())
+        assert brokers[1].stop() == 0  # unregisters: its queues leave the route
+
+        async def after() -> None:
+            ns = await RawClient.open(namesrv.namesrv)
+            route = await ns.route("Shared")
+            assert route is not None and [q["brokerName"] for q in route["queueDatas"]] == ["broker-0"]
+            ns.close()
+
+        run(after())
+    finally:
+        for b in brokers:
+            b.stop()
+        namesrv.stop()
