@@ -1,0 +1,45 @@
+# Two entry points: `make quickstart` runs the main job, `make test` runs every check.
+# Both create .venv and install what they need (Python packages, Node for the interop tests).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ALIONS := interop/ali-ons
+ALIONS_STAMP := $(ALIONS)/node_modules/.installed
+
+.PHONY: quickstart test lint typecheck pytest bench clean
+
+quickstart: $(STAMP)
+	$(PY) -m tidemq.demo
+
+test: $(STAMP) $(ALIONS_STAMP) lint typecheck pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+pytest: $(STAMP) $(ALIONS_STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/broker_bench.py
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "Python 3.11 or newer is required (PYTHON=$(PYTHON))"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+$(ALIONS_STAMP): $(ALIONS)/package-lock.json
+	command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q nodejs npm; }
+	cd $(ALIONS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+clean:
+	rm -rf $(VENV) $(ALIONS)/node_modules var

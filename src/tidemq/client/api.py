@@ -1,0 +1,205 @@
+"""One coroutine per remoting call a client makes (Java's MQClientAPIImpl), over a connection.
+
+Higher layers (producer, consumers, admin tools) build on these; nothing here keeps state.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tidemq.remoting import jsonx
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from tidemq.remoting.message import BatchItem, MessageExt, encode_batch, encode_properties, iter_records
+from tidemq.remoting.transport import RemotingConnection
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+
+
+class BrokerError(Exception):
+    """The broker answered with an error code; ``code`` and ``remark`` say which and why."""
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(f"{_code_name(code)} ({code}): {remark or ''}")
+        self.code = code
+        self.remark = remark
+
+
+def _code_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return "UNKNOWN"
+
+
+def _check(resp: RemotingCommand, *ok: int) -> RemotingCommand:
+    if resp.code not in (ok or (ResponseCode.SUCCESS,)):
+        raise BrokerError(resp.code, resp.remark)
+    return resp
+
+
+@dataclass(slots=True)
+class SendResult:
+    offset_msg_id: str
+    queue_id: int
+    queue_offset: int
+    code: int = ResponseCode.SUCCESS
+
+
+@dataclass(slots=True)
+class PullResult:
+    code: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+
+
+async def send_message(
+    conn: RemotingConnection,
+    topic: str,
+    body: bytes,
+    *,
+    queue_id: int = -1,
+    properties: dict[str, str] | None = None,
+    producer_group: str = "DEFAULT_PRODUCER",
+    sys_flag: int = 0,
+    timeout: float = 3.0,
+) -> SendResult:
+    header = SendMessageRequestHeader(
+        producer_group=producer_group,
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=encode_properties(properties or {}),
+    )
+    request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_compact_ext(), body=body)
+    return _send_result(await conn.invoke(request, timeout))
+
+
+async def send_batch(
+    conn: RemotingConnection,
+    topic: str,
+    items: list[BatchItem],
+    *,
+    queue_id: int = -1,
+    producer_group: str = "DEFAULT_PRODUCER",
+    timeout: float = 3.0,
+) -> SendResult:
+    header = SendMessageRequestHeader(
+        producer_group=producer_group,
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties="WAIT\x01true",
+        batch=True,
+    )
+    request = RemotingCommand(
+        RequestCode.SEND_BATCH_MESSAGE, ext_fields=header.to_compact_ext(), body=encode_batch(items)
+    )
+    return _send_result(await conn.invoke(request, timeout))
+
+
+def _send_result(resp: RemotingCommand) -> SendResult:
+    _check(
+        resp,
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+    )
+    ext = resp.ext_fields
+    return SendResult(ext["msgId"], int(ext["queueId"]), int(ext["queueOffset"]), resp.code)
+
+
+async def pull_message(
+    conn: RemotingConnection,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    max_nums: int = 32,
+    expression: str | None = "*",
+    suspend_ms: int = 0,
+    commit_offset: int = 0,
+    timeout: float = 30.0,
+) -> PullResult:
+    """PULL_MESSAGE; ``expression`` posts the subscription, None relies on the group's heartbeat."""
+    sys_flag = (PULL_FLAG_SUBSCRIPTION if expression is not None else 0) | (
+        PULL_FLAG_SUSPEND if suspend_ms else 0
+    )
+    if commit_offset > 0:
+        sys_flag |= PULL_FLAG_COMMIT_OFFSET
+    header = PullMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=sys_flag,
+        commit_offset=commit_offset,
+        suspend_timeout_millis=suspend_ms,
+        sub_version=0,
+        subscription=expression,
+        expression_type="TAG",
+    )
+    resp = await conn.invoke(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext()), timeout)
+    _check(
+        resp,
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    )
+    ext = resp.ext_fields
+    messages = list(iter_records(resp.body)) if resp.code == ResponseCode.SUCCESS else []
+    return PullResult(
+        resp.code, int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"]), messages
+    )
+
+
+async def create_topic(
+    conn: RemotingConnection, topic: str, queues: int = 4, perm: int = 6, timeout: float = 6.0
+) -> None:
+    ext = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(queues),
+        "writeQueueNums": str(queues),
+        "perm": str(perm),
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
+    _check(await conn.invoke(RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext), timeout))
+
+
+async def get_route(conn: RemotingConnection, topic: str, timeout: float = 3.0) -> dict[str, Any] | None:
+    """Topic route from a name server, or None when it has none (TOPIC_NOT_EXIST)."""
+    resp = await conn.invoke(
+        RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic}), timeout
+    )
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    route: dict[str, Any] = jsonx.loads(bytes(_check(resp).body))
+    return route
+
+
+async def heartbeat(conn: RemotingConnection, body: dict[str, Any], timeout: float = 3.0) -> None:
+    _check(await conn.invoke(RemotingCommand(RequestCode.HEART_BEAT, body=orjson.dumps(body)), timeout))
