@@ -191,20 +191,33 @@ def test_frame_decoder_chunking_does_not_change_the_result(data: st.DataObject) 
 
 
 def _valid_record(draw: st.DrawFn) -> bytes:
-    return bytes(encode_record(
+    """A well-formed record; its sys_flag may still claim IPv6 hosts that are not there."""
+    return bytes(_record_and_body_len_pos(draw)[0])
+
+
+def _record_and_body_len_pos(draw: st.DrawFn) -> tuple[bytes, int]:
+    born = draw(st.sampled_from([bytes(8), bytes(20)]))
+    store = draw(st.sampled_from([bytes(8), bytes(20)]))
+    data = encode_record(
         topic=draw(st.text(max_size=5)), queue_id=draw(INT32), body=draw(st.binary(max_size=20)),
         properties=draw(st.text(max_size=10)), sys_flag=draw(st.sampled_from([0, 1, 0x10, 0x20, 0x31])),
-        born_host=draw(st.sampled_from([bytes(8), bytes(20)])),
-        store_host=draw(st.sampled_from([bytes(8), bytes(20)])),
-    ))
+        born_host=born, store_host=store,
+    )
+    return bytes(data), 84 + len(born) - 8 + len(store) - 8
 
 
 @st.composite
 def record_like_bytes(draw: st.DrawFn) -> bytes:
-    kind = draw(st.sampled_from(["raw", "mutated", "truncated", "concat"]))
+    kind = draw(st.sampled_from(["raw", "mutated", "truncated", "concat", "lengths"]))
     if kind == "raw":
         return draw(st.binary(max_size=300))
-    data = bytearray(_valid_record(draw))
+    record, body_len_pos = _record_and_body_len_pos(draw)
+    data = bytearray(record)
+    if kind == "lengths":
+        # rewrite TOTALSIZE or BODYLEN with a value near the real sizes
+        pos = draw(st.sampled_from([0, body_len_pos]))
+        struct.pack_into(">i", data, pos, draw(st.integers(-4, len(data) + 4)))
+        return bytes(data)
     if kind == "truncated":
         return bytes(data[: draw(st.integers(0, len(data)))])
     if kind == "concat":

@@ -371,6 +371,10 @@ def test_inconsistent_inner_lengths_raise() -> None:
     with pytest.raises(MessageDecodeError):
         decode_record(rec)
     rec = _full_record()
+    struct.pack_into(">i", rec, 84, len(rec) - 88)  # body runs to the very end: no topic length byte left
+    with pytest.raises(MessageDecodeError):
+        decode_record(rec)
+    rec = _full_record()
     rec[88 + len(b"Hello RocketMQ")] = 0xFF  # topic length overruns
     with pytest.raises(MessageDecodeError):
         decode_record(rec)
