@@ -31,7 +31,9 @@ def test_heartbeat_lists_consumers_and_notifies_on_join_and_leave(server: Server
         assert len(a.received) > before, "closing a member's connection must notify the rest of the group"
         listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "JoinGroup"})
         assert orjson.loads(listed.body)["consumerIdList"] == ["127.0.0.1@a"]
-        resp = await a.call(RequestCode.UNREGISTER_CLIENT, {"clientID": "127.0.0.1@a", "consumerGroup": "JoinGroup"})
+        resp = await a.call(
+            RequestCode.UNREGISTER_CLIENT, {"clientID": "127.0.0.1@a", "consumerGroup": "JoinGroup"}
+        )
         assert resp.code == ResponseCode.SUCCESS
         empty = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "JoinGroup"})
         assert empty.code == ResponseCode.SYSTEM_ERROR and "no consumer" in (empty.remark or "")
@@ -65,7 +67,9 @@ def test_consumer_offsets_and_queue_offsets(server: ServerProcess) -> None:
         assert (await c.call(RequestCode.GET_MIN_OFFSET, queue)).ext_fields["offset"] == "0"
         earliest = int((await c.call(RequestCode.GET_EARLIEST_MSG_STORETIME, queue)).ext_fields["timestamp"])
         assert before - 1000 <= earliest <= int(time.time() * 1000)
-        by_time = await c.call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue | {"timestamp": str(earliest + 30)})
+        by_time = await c.call(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue | {"timestamp": str(earliest + 30)}
+        )
         assert by_time.ext_fields["offset"] in ("1", "2")
         past_end = await c.call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue | {"timestamp": str(2**50)})
         assert past_end.ext_fields["offset"] == "4"
@@ -102,8 +106,9 @@ def test_lock_batch_gives_each_queue_to_one_client(server: ServerProcess) -> Non
     run(scenario())
 
 
-async def _send_back(c: RawClient, offset_msg_id: str, phys: int, group: str, delay: int = 0,
-                     max_times: int | None = None) -> int:
+async def _send_back(
+    c: RawClient, offset_msg_id: str, phys: int, group: str, delay: int = 0, max_times: int | None = None
+) -> int:
     ext = {"offset": str(phys), "group": group, "delayLevel": str(delay), "originMsgId": offset_msg_id}
     if max_times is not None:
         ext["maxReconsumeTimes"] = str(max_times)
@@ -113,7 +118,7 @@ async def _send_back(c: RawClient, offset_msg_id: str, phys: int, group: str, de
 async def _pull_until(c: RawClient, topic: str, offset: int, timeout: float = 10.0) -> list:  # type: ignore[type-arg]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        resp, msgs = await c.pull(topic, 0, offset, suspend_ms=2000, timeout=5)
+        _, msgs = await c.pull(topic, 0, offset, suspend_ms=2000, timeout=5)
         if msgs:
             return msgs
     raise AssertionError(f"nothing arrived on {topic} at offset {offset}")
@@ -130,7 +135,9 @@ def test_retry_then_dead_letter(server: ServerProcess) -> None:
         current = msg
         for attempt in range(1, 3):
             sent_at = time.monotonic()
-            code = await _send_back(c, current.offset_msg_id, current.commit_log_offset, "RetryGroup", max_times=2)
+            code = await _send_back(
+                c, current.offset_msg_id, current.commit_log_offset, "RetryGroup", max_times=2
+            )
             assert code == ResponseCode.SUCCESS
             (current,) = await _pull_until(c, "%RETRY%RetryGroup", attempt - 1)
             assert time.monotonic() - sent_at >= 0.8, "a retry is delayed (1 s in this server's levels)"
@@ -138,7 +145,9 @@ def test_retry_then_dead_letter(server: ServerProcess) -> None:
             assert current.body == b"payload" and current.tags == "T1"
             assert current.properties["RETRY_TOPIC"] == "RetryTopic"
             assert current.properties["ORIGIN_MESSAGE_ID"] == msg.offset_msg_id
-        code = await _send_back(c, current.offset_msg_id, current.commit_log_offset, "RetryGroup", max_times=2)
+        code = await _send_back(
+            c, current.offset_msg_id, current.commit_log_offset, "RetryGroup", max_times=2
+        )
         assert code == ResponseCode.SUCCESS
         (dead,) = await _pull_until(c, "%DLQ%RetryGroup", 0)
         assert dead.reconsume_times == 3 and dead.body == b"payload"
@@ -148,11 +157,15 @@ def test_retry_then_dead_letter(server: ServerProcess) -> None:
         # delayLevel < 0 dead-letters at once
         await c.send("RetryTopic", b"straight-to-dlq")
         _, msgs = await c.pull("RetryTopic", 0, 1)
-        assert await _send_back(c, msgs[0].offset_msg_id, msgs[0].commit_log_offset, "RetryGroup", delay=-1) == 0
+        assert (
+            await _send_back(c, msgs[0].offset_msg_id, msgs[0].commit_log_offset, "RetryGroup", delay=-1) == 0
+        )
         (dead2,) = await _pull_until(c, "%DLQ%RetryGroup", 1)
         assert dead2.body == b"straight-to-dlq"
-        bad = await c.call(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": "999999999", "group": "RetryGroup",
-                                                                 "delayLevel": "0"})
+        bad = await c.call(
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            {"offset": "999999999", "group": "RetryGroup", "delayLevel": "0"},
+        )
         assert bad.code == ResponseCode.SYSTEM_ERROR
         c.close()
 

@@ -36,7 +36,17 @@ def test_send_v1_v2_and_pull_round_trip(server: ServerProcess) -> None:
 def test_send_response_carries_region_and_trace(server: ServerProcess) -> None:
     async def scenario() -> None:
         c = await RawClient.open(server.broker)
-        ext = {"a": "PG", "b": "Region", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1", "h": "0", "i": ""}
+        ext = {
+            "a": "PG",
+            "b": "Region",
+            "c": "TBW102",
+            "d": "4",
+            "e": "1",
+            "f": "0",
+            "g": "1",
+            "h": "0",
+            "i": "",
+        }
         resp = await c.call(RequestCode.SEND_MESSAGE_V2, ext, b"x")
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         assert resp.ext_fields["MSG_REGION"] == "DefaultRegion"

@@ -62,6 +62,7 @@ def test_sigkill_during_sync_sends_loses_nothing_acknowledged(tmp_path: Path) ->
     restarted.namesrv_port, restarted.broker_port = free_port(), free_port()
     restarted.start()
     try:
+
         async def read_back() -> set[bytes]:
             c = await RawClient.open(restarted.broker)
             found: set[bytes] = set()
@@ -90,6 +91,7 @@ def test_sigterm_flushes_offsets_and_exits_zero(tmp_path: Path) -> None:
     assert server.stop() == 0
     server.start()
     try:
+
         async def after() -> None:
             c = await RawClient.open(server.broker)
             assert await _drain_queue(c, "Restart", 0) == [f"{i}".encode() for i in range(10)]
@@ -105,7 +107,9 @@ def test_sigterm_flushes_offsets_and_exits_zero(tmp_path: Path) -> None:
 
 
 def _cli(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tidemq", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tidemq", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_port_in_use_is_a_clear_one_line_error(tmp_path: Path) -> None:
@@ -113,8 +117,15 @@ def test_port_in_use_is_a_clear_one_line_error(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = _cli("server", "--data-dir", str(tmp_path / "d"), "--namesrv-port", str(port),
-                      "--broker-port", str(free_port()))
+        result = _cli(
+            "server",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--namesrv-port",
+            str(port),
+            "--broker-port",
+            str(free_port()),
+        )
     assert result.returncode == 1
     assert "address already in use" in result.stderr and str(port) in result.stderr
     assert "Traceback" not in result.stderr
@@ -123,8 +134,15 @@ def test_port_in_use_is_a_clear_one_line_error(tmp_path: Path) -> None:
 def test_unwritable_data_dir_and_bad_options(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    result = _cli("server", "--data-dir", str(blocker / "sub"), "--namesrv-port", str(free_port()),
-                  "--broker-port", str(free_port()))
+    result = _cli(
+        "server",
+        "--data-dir",
+        str(blocker / "sub"),
+        "--namesrv-port",
+        str(free_port()),
+        "--broker-port",
+        str(free_port()),
+    )
     assert result.returncode == 1 and "not writable" in result.stderr and "Traceback" not in result.stderr
     bad = _cli("server", "--flush", "sometimes")
     assert bad.returncode == 2 and "sometimes" in bad.stderr
@@ -142,9 +160,23 @@ def test_config_file_sets_options(tmp_path: Path) -> None:
     config.write_text(f'namesrv-port = {port}\nbroker-name = "from-toml"\nflush = "sync"\n')
     server = ServerProcess(tmp_path / "data", "--config", str(config))
     server.namesrv_port = port
-    proc = subprocess.Popen([sys.executable, "-m", "tidemq", "server", "--config", str(config), "--data-dir",
-                             str(tmp_path / "data"), "--broker-port", str(server.broker_port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tidemq",
+            "server",
+            "--config",
+            str(config),
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--broker-port",
+            str(server.broker_port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -157,11 +189,20 @@ def test_config_file_sets_options(tmp_path: Path) -> None:
 def test_separate_name_server_with_two_brokers(tmp_path: Path) -> None:
     namesrv = ServerProcess(tmp_path / "ns", command="namesrv").start()
     brokers = [
-        ServerProcess(tmp_path / f"b{i}", "--namesrv", namesrv.namesrv, "--broker-name", f"broker-{i}",
-                      "--cluster", "TwoBrokers", command="broker").start()
+        ServerProcess(
+            tmp_path / f"b{i}",
+            "--namesrv",
+            namesrv.namesrv,
+            "--broker-name",
+            f"broker-{i}",
+            "--cluster",
+            "TwoBrokers",
+            command="broker",
+        ).start()
         for i in range(2)
     ]
     try:
+
         async def scenario() -> None:
             for b in brokers:
                 c = await RawClient.open(b.broker)

@@ -14,10 +14,13 @@ from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError
 from tidemq.store.message_store import AppendRequest
 
 
-def _append(store: MessageStore, topic: str, queue_id: int, body: bytes, tag: str = "t", keys: str = "") -> int:
+def _append(
+    store: MessageStore, topic: str, queue_id: int, body: bytes, tag: str = "t", keys: str = ""
+) -> int:
     props = f"TAGS\x01{tag}" + (f"\x02KEYS\x01{keys}" if keys else "")
-    record = encode_record(topic=topic, queue_id=queue_id, body=body, properties=props,
-                           store_timestamp=int(time.time() * 1000))
+    record = encode_record(
+        topic=topic, queue_id=queue_id, body=body, properties=props, store_timestamp=int(time.time() * 1000)
+    )
     return store.put([AppendRequest(record, topic, queue_id, tag_hash(tag), keys.split())]).queue_offsets[0]
 
 
@@ -46,7 +49,11 @@ def test_torn_tail_is_cut_and_earlier_data_survives(tmp_path: Path) -> None:
         seg = sorted((tmp_path / "commitlog").iterdir())[-1]
         with open(seg, "r+b") as f:  # a half-written record: size and magic written, the rest lost
             f.seek(end - int(seg.name))
-            f.write(encode_record(topic="T", queue_id=0, body=b"torn" * 50, properties="", commit_log_offset=end)[:60])
+            f.write(
+                encode_record(topic="T", queue_id=0, body=b"torn" * 50, properties="", commit_log_offset=end)[
+                    :60
+                ]
+            )
         os.remove(tmp_path / "checkpoint.json")  # also forces a full re-validation of the log
         reopened = _open(tmp_path)
         assert reopened.commitlog.max_offset == end
@@ -159,7 +166,7 @@ def test_sync_flush_group_commits_concurrent_writers(tmp_path: Path) -> None:
         store.flush_commitlog = counting  # type: ignore[method-assign]
 
         async def writer(n: int) -> None:
-            for i in range(20):
+            for _ in range(20):
                 record = encode_record(topic="G", queue_id=n, body=b"x", properties="")
                 result = store.put([AppendRequest(record, "G", n, 0)])
                 await store.wait_durable(result.end_offset)

@@ -17,8 +17,17 @@ Body = bytes | bytearray | memoryview
 class RemotingCommand:
     """A request or response; ``ext_fields`` always hold strings, as every client expects."""
 
-    __slots__ = ("body", "code", "ext_fields", "flag", "language", "opaque", "remark", "serialize_type",
-                 "version")
+    __slots__ = (
+        "body",
+        "code",
+        "ext_fields",
+        "flag",
+        "language",
+        "opaque",
+        "remark",
+        "serialize_type",
+        "version",
+    )
 
     def __init__(
         self,

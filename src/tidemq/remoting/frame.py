@@ -136,7 +136,13 @@ def _decode_binary_header(data: bytes) -> RemotingCommand:
     except (struct.error, UnicodeDecodeError) as exc:
         raise HeaderError(f"malformed binary header: {exc}") from None
     return RemotingCommand(
-        code, opaque=opaque, flag=flag, ext_fields=fields, remark=remark, language=lang, version=version,
+        code,
+        opaque=opaque,
+        flag=flag,
+        ext_fields=fields,
+        remark=remark,
+        language=lang,
+        version=version,
         serialize_type=SerializeType.ROCKETMQ,
     )
 
@@ -157,10 +163,15 @@ def encode_header(cmd: RemotingCommand) -> bytes:
             k = key.encode()
             v = value.encode()
             ext += len(k).to_bytes(2, "big") + k + _INT.pack(len(v)) + v
-        return b"".join((
-            _BINARY_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag),
-            _INT.pack(len(remark)), remark, _INT.pack(len(ext)), ext,
-        ))
+        return b"".join(
+            (
+                _BINARY_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag),
+                _INT.pack(len(remark)),
+                remark,
+                _INT.pack(len(ext)),
+                ext,
+            )
+        )
     header: dict[str, Any] = {
         "code": cmd.code,
         "language": _LANG_NAMES.get(cmd.language, "OTHER"),

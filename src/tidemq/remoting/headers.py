@@ -143,9 +143,20 @@ class TopicRequestHeader(CommandHeader):
 @dataclass(slots=True)
 class SendMessageRequestHeader(CommandHeader):
     aliases: ClassVar[dict[str, str]] = {
-        "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
-        "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
-        "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "bname",
+        "a": "producerGroup",
+        "b": "topic",
+        "c": "defaultTopic",
+        "d": "defaultTopicQueueNums",
+        "e": "queueId",
+        "f": "sysFlag",
+        "g": "bornTimestamp",
+        "h": "flag",
+        "i": "properties",
+        "j": "reconsumeTimes",
+        "k": "unitMode",
+        "l": "maxReconsumeTimes",
+        "m": "batch",
+        "n": "bname",
     }
     producer_group: str
     topic: str

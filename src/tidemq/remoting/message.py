@@ -222,8 +222,9 @@ def encode_record(
     _I32.pack_into(out, 0, total)
     _U32.pack_into(out, 4, MAGIC_MESSAGE)
     _I32.pack_into(out, 8, body_crc(body))
-    struct.pack_into(">iiqqiq", out, 12, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
-                     born_timestamp)
+    struct.pack_into(
+        ">iiqqiq", out, 12, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_timestamp
+    )
     pos = 48
     out[pos : pos + len(born_host)] = born_host
     pos += len(born_host)
@@ -341,10 +342,24 @@ def decode_record(
         except zlib.error as exc:
             raise MessageDecodeError(f"compressed body does not inflate: {exc}") from None
     return MessageExt(
-        topic=topic, body=body, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=phys,
-        flag=flag, sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
-        store_host=unpack_host(store_raw), store_host_raw=store_raw, born_host_raw=born_raw, reconsume_times=reconsume,
-        prepared_transaction_offset=prepared, body_crc=crc, store_size=total, properties=props,
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        commit_log_offset=phys,
+        flag=flag,
+        sys_flag=sys_flag,
+        born_timestamp=born_ts,
+        born_host=born_host,
+        store_timestamp=store_ts,
+        store_host=unpack_host(store_raw),
+        store_host_raw=store_raw,
+        born_host_raw=born_raw,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body_crc=crc,
+        store_size=total,
+        properties=props,
     )
 
 
