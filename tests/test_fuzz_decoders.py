@@ -37,8 +37,12 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 # --- strategies for frames ----------------------------------------------------------------------------
 
 _JSON_SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
-    st.text(max_size=8), st.sampled_from(["105", "-1", "--1", "\u00b2", "JAVA", "GO", ""]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.sampled_from(["105", "-1", "--1", "\u00b2", "JAVA", "GO", ""]),
 )
 _JSON_VALUES = st.recursive(
     _JSON_SCALARS,
@@ -55,7 +59,10 @@ def _json_text(value: object) -> bytes:
 
 _NUMBER_LIKE = st.from_regex(r"\A[-+]{0,2}[0-9\u00b2\u0663 ]{0,3}-?\Z")
 _GOOD_VALUES = {
-    "code": INT16, "opaque": INT32, "flag": INT32, "version": INT16,
+    "code": INT16,
+    "opaque": INT32,
+    "flag": INT32,
+    "version": INT16,
     "language": st.sampled_from(["JAVA", "GO", "CPP", "PYTHON", "OTHER", "NOPE"]),
     "remark": st.one_of(st.none(), st.text(max_size=8)),
     "extFields": st.one_of(st.none(), st.dictionaries(st.text(max_size=5), _JSON_SCALARS, max_size=4)),
@@ -83,15 +90,16 @@ def json_headers(draw: st.DrawFn) -> bytes:
     text = _json_text(header)
     if draw(st.integers(0, 9)) == 0:  # damage it
         i = draw(st.integers(0, len(text)))
-        text = text[:i] + draw(st.binary(max_size=3)) + text[i + draw(st.integers(0, 3)):]
+        text = text[:i] + draw(st.binary(max_size=3)) + text[i + draw(st.integers(0, 3)) :]
     return text
 
 
 @st.composite
 def binary_headers(draw: st.DrawFn) -> bytes:
     """ROCKETMQ headers: a valid-looking fixed part followed by random or lightly damaged lengths."""
-    fixed = struct.pack(">hbhii", draw(INT16), draw(st.integers(-128, 127)), draw(INT16), draw(INT32),
-                        draw(INT32))
+    fixed = struct.pack(
+        ">hbhii", draw(INT16), draw(st.integers(-128, 127)), draw(INT16), draw(INT32), draw(INT32)
+    )
     remark = draw(st.binary(max_size=8))
     ext = b""
     for _ in range(draw(st.integers(0, 3))):
@@ -178,7 +186,8 @@ def test_frame_decoder_chunking_does_not_change_the_result(data: st.DataObject) 
         except FrameError:
             return "FrameError"
         return [
-            (type(x).__name__, str(x), x.opaque) if isinstance(x, HeaderError)
+            (type(x).__name__, str(x), x.opaque)
+            if isinstance(x, HeaderError)
             else (x.code, x.opaque, x.flag, x.ext_fields, x.remark, bytes(x.body))
             for x in out
         ]
@@ -199,9 +208,13 @@ def _record_and_body_len_pos(draw: st.DrawFn) -> tuple[bytes, int]:
     born = draw(st.sampled_from([bytes(8), bytes(20)]))
     store = draw(st.sampled_from([bytes(8), bytes(20)]))
     data = encode_record(
-        topic=draw(st.text(max_size=5)), queue_id=draw(INT32), body=draw(st.binary(max_size=20)),
-        properties=draw(st.text(max_size=10)), sys_flag=draw(st.sampled_from([0, 1, 0x10, 0x20, 0x31])),
-        born_host=born, store_host=store,
+        topic=draw(st.text(max_size=5)),
+        queue_id=draw(INT32),
+        body=draw(st.binary(max_size=20)),
+        properties=draw(st.text(max_size=10)),
+        sys_flag=draw(st.sampled_from([0, 1, 0x10, 0x20, 0x31])),
+        born_host=born,
+        store_host=store,
     )
     return bytes(data), 84 + len(born) - 8 + len(store) - 8
 
@@ -216,7 +229,10 @@ def record_like_bytes(draw: st.DrawFn) -> bytes:
     if kind == "lengths":
         # rewrite TOTALSIZE or BODYLEN with a value near the real sizes
         pos = draw(st.sampled_from([0, body_len_pos]))
-        struct.pack_into(">i", data, pos, draw(st.integers(-4, len(data) + 4)))
+        # the largest value that still fits the buffer, give or take a few bytes
+        edge = len(data) if pos == 0 else len(data) - body_len_pos - 4
+        value = draw(st.one_of(st.integers(-4, len(data) + 4), st.integers(edge - 3, edge + 3)))
+        struct.pack_into(">i", data, pos, value)
         return bytes(data)
     if kind == "truncated":
         return bytes(data[: draw(st.integers(0, len(data)))])
@@ -319,19 +335,27 @@ def test_command_round_trip(cmds: list[RemotingCommand], data: st.DataObject) ->
         assert got.is_oneway == want.is_oneway
 
 
-_PROP_PART = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
-                     min_size=1, max_size=10)
-_IPV4 = st.builds(lambda ip, port: (ip + struct.pack(">i", port), ".".join(map(str, ip)) + f":{port}"),
-                  st.binary(min_size=4, max_size=4), st.integers(0, 65535))
+_PROP_PART = st.text(
+    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=10,
+)
+_IPV4 = st.builds(
+    lambda ip, port: (ip + struct.pack(">i", port), ".".join(map(str, ip)) + f":{port}"),
+    st.binary(min_size=4, max_size=4),
+    st.integers(0, 65535),
+)
 
 
 def _v6_text(ip: bytes, port: int) -> str:
     return f"[{ipaddress.IPv6Address(ip)}]:{port}"
 
 
-_IPV6 = st.builds(lambda ip, port: (ip + struct.pack(">i", port), _v6_text(ip, port)),
-                  st.binary(min_size=16, max_size=16),
-                  st.integers(0, 65535))
+_IPV6 = st.builds(
+    lambda ip, port: (ip + struct.pack(">i", port), _v6_text(ip, port)),
+    st.binary(min_size=16, max_size=16),
+    st.integers(0, 65535),
+)
 
 
 @st.composite
@@ -346,10 +370,22 @@ def records(draw: st.DrawFn) -> dict:
     if compressed:
         sys_flag |= SysFlag.COMPRESSED
     return dict(
-        topic=topic, queue_id=draw(INT32), body=body, compressed=compressed,
-        props=draw(st.dictionaries(_PROP_PART, _PROP_PART, max_size=5)), flag=draw(INT32), sys_flag=sys_flag,
-        born_timestamp=draw(INT64), born=born, born_text=born_text, store_timestamp=draw(INT64), store=store,
-        store_text=store_text, reconsume_times=draw(INT32), prepared=draw(INT64), queue_offset=draw(INT64),
+        topic=topic,
+        queue_id=draw(INT32),
+        body=body,
+        compressed=compressed,
+        props=draw(st.dictionaries(_PROP_PART, _PROP_PART, max_size=5)),
+        flag=draw(INT32),
+        sys_flag=sys_flag,
+        born_timestamp=draw(INT64),
+        born=born,
+        born_text=born_text,
+        store_timestamp=draw(INT64),
+        store=store,
+        store_text=store_text,
+        reconsume_times=draw(INT32),
+        prepared=draw(INT64),
+        queue_offset=draw(INT64),
         commit_log_offset=draw(INT64),
     )
 
@@ -360,18 +396,32 @@ def test_record_round_trip(recs: list[dict]) -> None:
     encoded = []
     for r in recs:
         stored = zlib.compress(r["body"], 5) if r["compressed"] else r["body"]
-        encoded.append(bytes(encode_record(
-            topic=r["topic"], queue_id=r["queue_id"], body=stored, properties=encode_properties(r["props"]),
-            flag=r["flag"], sys_flag=r["sys_flag"], born_timestamp=r["born_timestamp"], born_host=r["born"],
-            store_timestamp=r["store_timestamp"], store_host=r["store"], reconsume_times=r["reconsume_times"],
-            prepared_transaction_offset=r["prepared"], queue_offset=r["queue_offset"],
-            commit_log_offset=r["commit_log_offset"],
-        )))
+        encoded.append(
+            bytes(
+                encode_record(
+                    topic=r["topic"],
+                    queue_id=r["queue_id"],
+                    body=stored,
+                    properties=encode_properties(r["props"]),
+                    flag=r["flag"],
+                    sys_flag=r["sys_flag"],
+                    born_timestamp=r["born_timestamp"],
+                    born_host=r["born"],
+                    store_timestamp=r["store_timestamp"],
+                    store_host=r["store"],
+                    reconsume_times=r["reconsume_times"],
+                    prepared_transaction_offset=r["prepared"],
+                    queue_offset=r["queue_offset"],
+                    commit_log_offset=r["commit_log_offset"],
+                )
+            )
+        )
     decoded = list(iter_records(b"".join(encoded)))
     assert len(decoded) == len(recs)
     for msg, r, raw in zip(decoded, recs, encoded, strict=True):
         v6_bits = (SysFlag.BORNHOST_V6 if len(r["born"]) == 20 else 0) | (
-            SysFlag.STOREHOST_V6 if len(r["store"]) == 20 else 0)
+            SysFlag.STOREHOST_V6 if len(r["store"]) == 20 else 0
+        )
         assert msg.topic == r["topic"]
         assert msg.body == r["body"]
         assert msg.queue_id == r["queue_id"]

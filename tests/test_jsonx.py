@@ -62,7 +62,9 @@ def test_object_keys_with_nested_values_and_whitespace() -> None:
     table = data["offsetTable"]
     assert table[object_key(brokerName="b", queueId=0, topic="T")]["consumerOffset"] == 7
     assert table[object_key(brokerName="b", queueId=1, topic="T")] == {
-        "brokerOffset": 3, "consumerOffset": 3, "lastTimestamp": 0,
+        "brokerOffset": 3,
+        "consumerOffset": 3,
+        "lastTimestamp": 0,
     }
 
 
@@ -114,7 +116,7 @@ def test_standard_json_still_works(doc: object) -> None:
         b'{{"a":1}}',
         b'{{"a":1}:}',
         b'{{"a":[1]}:1}',  # object key whose value is unhashable
-        b'{{1:2}:3}',  # object key with non-string keys
+        b"{{1:2}:3}",  # object key with non-string keys
         b"\xff\xfe{}",
         b"[" * 5000 + b"]" * 5000,  # deeper than any real body: must fail cleanly, not overflow the stack
         b"{0:" * 3000,
@@ -147,17 +149,27 @@ def test_dumps_numeric_keys_are_quoted() -> None:
 
 
 def test_dumps_plain_values_are_standard_json() -> None:
-    doc = {"a": [1, 2.5, None, True, "x\u00e9\"\\"], "b": {"c": []}, "t": (1, 2)}
-    assert json.loads(dumps_object_keys(doc)) == {"a": [1, 2.5, None, True, "x\u00e9\"\\"], "b": {"c": []},
-                                                  "t": [1, 2]}
+    doc = {"a": [1, 2.5, None, True, 'x\u00e9"\\'], "b": {"c": []}, "t": (1, 2)}
+    assert json.loads(dumps_object_keys(doc)) == {
+        "a": [1, 2.5, None, True, 'x\u00e9"\\'],
+        "b": {"c": []},
+        "t": [1, 2],
+    }
 
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=10),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=10),
 )
-_KEY_FIELDS = st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(st.text(max_size=8),
-                              st.integers(-(2**31), 2**31 - 1), st.booleans()), min_size=1, max_size=4)
+_KEY_FIELDS = st.dictionaries(
+    st.text(min_size=1, max_size=8),
+    st.one_of(st.text(max_size=8), st.integers(-(2**31), 2**31 - 1), st.booleans()),
+    min_size=1,
+    max_size=4,
+)
 _KEYS = st.one_of(st.text(max_size=10), _KEY_FIELDS.map(lambda d: object_key(**d)))
 _VALUES = st.recursive(
     _SCALARS,

@@ -161,8 +161,11 @@ def test_encode_properties_has_no_trailing_separator() -> None:
     assert encode_properties({"a": None, "b": "2", "": "x"}) == "b\x012"  # type: ignore[dict-item]
 
 
-_PROP_TEXT = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
-                     min_size=1, max_size=12)
+_PROP_TEXT = st.text(
+    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=12,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -178,11 +181,20 @@ def test_properties_round_trip(props: dict[str, str]) -> None:
 
 def _full_record(**overrides: object) -> bytearray:
     args: dict = dict(
-        topic="TopicTest", queue_id=3, body=b"Hello RocketMQ", flag=7,
+        topic="TopicTest",
+        queue_id=3,
+        body=b"Hello RocketMQ",
+        flag=7,
         properties="UNIQ_KEY\x01C0A8000100002A9F0000000000000001\x02TAGS\x01TagA\x02KEYS\x01k1 k2",
-        sys_flag=0, born_timestamp=1700000000123, born_host=v4("192.168.0.1", 54321),
-        store_timestamp=1700000000456, store_host=v4("10.0.0.1", 10911), reconsume_times=2,
-        prepared_transaction_offset=99, queue_offset=41, commit_log_offset=123456789,
+        sys_flag=0,
+        born_timestamp=1700000000123,
+        born_host=v4("192.168.0.1", 54321),
+        store_timestamp=1700000000456,
+        store_host=v4("10.0.0.1", 10911),
+        reconsume_times=2,
+        prepared_transaction_offset=99,
+        queue_offset=41,
+        commit_log_offset=123456789,
     )
     args.update(overrides)
     return encode_record(**args)
@@ -250,11 +262,21 @@ def test_msg_id_falls_back_to_offset_id_without_uniq_key() -> None:
 @pytest.mark.parametrize(
     ("born", "store", "born_text", "store_text", "flags"),
     [
-        (v6("2001:db8::1", 5000), v4("10.0.0.1", 10911), "[2001:db8::1]:5000", "10.0.0.1:10911",
-         SysFlag.BORNHOST_V6),
+        (
+            v6("2001:db8::1", 5000),
+            v4("10.0.0.1", 10911),
+            "[2001:db8::1]:5000",
+            "10.0.0.1:10911",
+            SysFlag.BORNHOST_V6,
+        ),
         (v4("1.2.3.4", 1), v6("fe80::1:2", 10911), "1.2.3.4:1", "[fe80::1:2]:10911", SysFlag.STOREHOST_V6),
-        (v6("::1", 65535), v6("2001:db8:0:0:0:0:0:ff", 10911), "[::1]:65535", "[2001:db8::ff]:10911",
-         SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
+        (
+            v6("::1", 65535),
+            v6("2001:db8:0:0:0:0:0:ff", 10911),
+            "[::1]:65535",
+            "[2001:db8::ff]:10911",
+            SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6,
+        ),
     ],
 )
 def test_record_round_trip_ipv6(
@@ -294,8 +316,10 @@ def test_compressed_body_is_inflated() -> None:
 def test_compressed_flag_on_garbage_body_raises() -> None:
     with pytest.raises(MessageDecodeError):
         decode_record(_full_record(body=b"not zlib", sys_flag=SysFlag.COMPRESSED))
-    assert decode_record(_full_record(body=b"not zlib", sys_flag=SysFlag.COMPRESSED),
-                         decompress=False).body == b"not zlib"
+    assert (
+        decode_record(_full_record(body=b"not zlib", sys_flag=SysFlag.COMPRESSED), decompress=False).body
+        == b"not zlib"
+    )
 
 
 def test_body_crc_check() -> None:
@@ -393,9 +417,14 @@ def test_bad_utf8_topic_raises() -> None:
 
 def test_iter_records_over_concatenated_records() -> None:
     parts = [
-        _full_record(queue_offset=i, commit_log_offset=1000 * i, body=bytes([i]) * i, topic=f"T{i}",
-                     born_host=v6("::1", 1) if i % 2 else v4("127.0.0.1", 1),
-                     store_host=v6("::2", 2) if i % 3 == 0 else v4("127.0.0.2", 2))
+        _full_record(
+            queue_offset=i,
+            commit_log_offset=1000 * i,
+            body=bytes([i]) * i,
+            topic=f"T{i}",
+            born_host=v6("::1", 1) if i % 2 else v4("127.0.0.1", 1),
+            store_host=v6("::2", 2) if i % 3 == 0 else v4("127.0.0.2", 2),
+        )
         for i in range(10)
     ]
     buf = b"".join(parts)
@@ -463,7 +492,13 @@ def test_offset_msg_id_property(ip: bytes, port: int, offset: int) -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        "", "ABC", "0" * 31, "0" * 33, "G" * 32, "0" * 54, "\u00e9" * 32,
+        "",
+        "ABC",
+        "0" * 31,
+        "0" * 33,
+        "G" * 32,
+        "0" * 54,
+        "\u00e9" * 32,
         "0A000001 00002A9F00000000000004D",  # odd number of digits
         "0A 0000 01002A9F00000000000004D2",  # 32 characters, but whitespace hides two of them
     ],
@@ -530,8 +565,14 @@ def test_truncated_batch_raises(cut: int) -> None:
 
 def test_batch_inconsistent_sizes_raise() -> None:
     good = bytearray(encode_batch([BatchItem(0, b"abcdef", "k\x01v")]))
-    for offset, value, fmt in [(0, 10, ">i"), (0, 1000, ">i"), (16, -1, ">i"), (16, 100, ">i"),
-                               (26, 5, ">h"), (26, -1, ">h")]:
+    for offset, value, fmt in [
+        (0, 10, ">i"),
+        (0, 1000, ">i"),
+        (16, -1, ">i"),
+        (16, 100, ">i"),
+        (26, 5, ">h"),
+        (26, -1, ">h"),
+    ]:
         bad = bytearray(good)
         struct.pack_into(fmt, bad, offset, value)
         with pytest.raises(MessageDecodeError):
@@ -539,8 +580,7 @@ def test_batch_inconsistent_sizes_raise() -> None:
 
 
 _BATCH_ITEMS = st.lists(
-    st.builds(BatchItem, st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64),
-              st.text(max_size=40)),
+    st.builds(BatchItem, st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64), st.text(max_size=40)),
     max_size=8,
 )
 

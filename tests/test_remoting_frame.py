@@ -62,7 +62,12 @@ def decode_header_error(data: bytes) -> HeaderError:
 
 def same_command(a: RemotingCommand, b: RemotingCommand) -> None:
     assert (a.code, a.opaque, a.flag, a.language, a.version, a.serialize_type) == (
-        b.code, b.opaque, b.flag, b.language, b.version, b.serialize_type,
+        b.code,
+        b.opaque,
+        b.flag,
+        b.language,
+        b.version,
+        b.serialize_type,
     )
     assert a.ext_fields == b.ext_fields
     assert a.remark == b.remark
@@ -111,7 +116,12 @@ def test_spec_json_example_encodes() -> None:
 
 def test_spec_binary_example_encodes_byte_exact() -> None:
     cmd = RemotingCommand(
-        105, opaque=1, flag=0, ext_fields={"topic": "T"}, language=LanguageCode.JAVA, version=401,
+        105,
+        opaque=1,
+        flag=0,
+        ext_fields={"topic": "T"},
+        language=LanguageCode.JAVA,
+        version=401,
         serialize_type=SerializeType.ROCKETMQ,
     )
     assert encode(cmd) == SPEC_BINARY_FRAME
@@ -137,16 +147,22 @@ def test_spec_binary_example_decodes() -> None:
         (  # Java 4.9.8 (carries serializeTypeCurrentRPC, an unknown key to us)
             '{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA","opaque":0,'
             '"serializeTypeCurrentRPC":"JSON","version":409}',
-            LanguageCode.JAVA, 409, 0,
+            LanguageCode.JAVA,
+            409,
+            0,
         ),
         (  # Go v2: always sends remark ""
             '{"code":105,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"",'
             '"extFields":{"topic":"T"}}',
-            LanguageCode.GO, 317, 1,
+            LanguageCode.GO,
+            317,
+            1,
         ),
         (  # ali-ons
             '{"code":105,"language":"JAVA","opaque":1,"flag":0,"version":121,"extFields":{"topic":"T"}}',
-            LanguageCode.JAVA, 121, 1,
+            LanguageCode.JAVA,
+            121,
+            1,
         ),
     ],
 )
@@ -164,8 +180,19 @@ def test_observed_client_headers(header: str, language: int, version: int, opaqu
 
 
 def test_go_empty_remark_is_accepted() -> None:
-    cmd = decode_one(json_frame({"code": 0, "language": "GO", "version": 317, "opaque": 5, "flag": 1,
-                                 "remark": "", "extFields": {"queueId": "3"}}))
+    cmd = decode_one(
+        json_frame(
+            {
+                "code": 0,
+                "language": "GO",
+                "version": 317,
+                "opaque": 5,
+                "flag": 1,
+                "remark": "",
+                "extFields": {"queueId": "3"},
+            }
+        )
+    )
     assert cmd.remark in ("", None)
     assert cmd.is_response
     assert cmd.ext_fields == {"queueId": "3"}
@@ -183,7 +210,13 @@ def test_ali_ons_ext_fields_normalised_to_strings() -> None:
     )
     cmd = decode_one(json_frame(header))
     assert cmd.ext_fields == {
-        "a": "PG", "e": "0", "d": "4", "g": "1700000000000", "k": "false", "m": "true", "neg": "-1",
+        "a": "PG",
+        "e": "0",
+        "d": "4",
+        "g": "1700000000000",
+        "k": "false",
+        "m": "true",
+        "neg": "-1",
     }
     assert all(isinstance(v, str) for v in cmd.ext_fields.values())
     assert "nothing" not in cmd.ext_fields
@@ -199,11 +232,21 @@ def test_ext_fields_absent_or_null(ext: str | None) -> None:
 
 
 def test_unknown_header_keys_are_ignored() -> None:
-    cmd = decode_one(json_frame({
-        "code": 105, "opaque": 3, "flag": 0, "language": "JAVA", "version": 409,
-        "serializeTypeCurrentRPC": "JSON", "somethingNew": {"nested": [1, 2, 3]}, "x": None,
-        "extFields": {"topic": "T"},
-    }))
+    cmd = decode_one(
+        json_frame(
+            {
+                "code": 105,
+                "opaque": 3,
+                "flag": 0,
+                "language": "JAVA",
+                "version": 409,
+                "serializeTypeCurrentRPC": "JSON",
+                "somethingNew": {"nested": [1, 2, 3]},
+                "x": None,
+                "extFields": {"topic": "T"},
+            }
+        )
+    )
     assert cmd.code == 105
     assert cmd.opaque == 3
     assert cmd.ext_fields == {"topic": "T"}
@@ -220,8 +263,14 @@ def test_missing_optional_header_keys_get_defaults() -> None:
 
 @pytest.mark.parametrize(
     ("language", "expected"),
-    [("JAVA", LanguageCode.JAVA), ("GO", LanguageCode.GO), ("CPP", LanguageCode.CPP),
-     ("PYTHON", LanguageCode.PYTHON), ("KLINGON", LanguageCode.OTHER), (9, LanguageCode.GO)],
+    [
+        ("JAVA", LanguageCode.JAVA),
+        ("GO", LanguageCode.GO),
+        ("CPP", LanguageCode.CPP),
+        ("PYTHON", LanguageCode.PYTHON),
+        ("KLINGON", LanguageCode.OTHER),
+        (9, LanguageCode.GO),
+    ],
 )
 def test_language_by_name_or_ordinal(language: object, expected: int) -> None:
     cmd = decode_one(json_frame({"code": 105, "opaque": 1, "flag": 0, "language": language}))
@@ -229,11 +278,18 @@ def test_language_by_name_or_ordinal(language: object, expected: int) -> None:
 
 
 def test_json_encoding_emits_only_string_ext_values_and_omits_null_remark() -> None:
-    cmd = RemotingCommand(11, opaque=7, ext_fields={"queueId": "0", "unitMode": "false"},
-                          language=LanguageCode.GO, version=317)
+    cmd = RemotingCommand(
+        11, opaque=7, ext_fields={"queueId": "0", "unitMode": "false"}, language=LanguageCode.GO, version=317
+    )
     header = json.loads(encode(cmd)[8:])
-    assert header == {"code": 11, "language": "GO", "version": 317, "opaque": 7, "flag": 0,
-                      "extFields": {"queueId": "0", "unitMode": "false"}}
+    assert header == {
+        "code": 11,
+        "language": "GO",
+        "version": 317,
+        "opaque": 7,
+        "flag": 0,
+        "extFields": {"queueId": "0", "unitMode": "false"},
+    }
     assert "remark" not in header
 
 
@@ -250,7 +306,7 @@ def test_json_encoding_with_body() -> None:
     hdr_len = word & 0xFFFFFF
     assert word >> 24 == SerializeType.JSON
     assert length == len(data) - 4 == 4 + hdr_len + len(body)
-    assert data[8 + hdr_len:] == body
+    assert data[8 + hdr_len :] == body
     head, body_part = encode_parts(RemotingCommand(10, opaque=42, body=body))
     assert head + bytes(body_part) == data
     assert decode_one(data).body == body
@@ -261,13 +317,32 @@ def test_json_encoding_with_body() -> None:
 
 def test_binary_header_with_remark_and_several_fields_byte_exact() -> None:
     cmd = RemotingCommand(
-        1, opaque=-5, flag=FLAG_RESPONSE, remark="b\u00e9", ext_fields={"k": "v", "\u4e2d": ""},
-        language=LanguageCode.GO, version=317, serialize_type=SerializeType.ROCKETMQ, body=b"xyz",
+        1,
+        opaque=-5,
+        flag=FLAG_RESPONSE,
+        remark="b\u00e9",
+        ext_fields={"k": "v", "\u4e2d": ""},
+        language=LanguageCode.GO,
+        version=317,
+        serialize_type=SerializeType.ROCKETMQ,
+        body=b"xyz",
     )
-    ext = (bytes.fromhex("0001") + b"k" + bytes.fromhex("00000001") + b"v"
-           + bytes.fromhex("0003") + "\u4e2d".encode() + bytes.fromhex("00000000"))
-    header = (struct.pack(">hbhii", 1, 9, 317, -5, 1) + struct.pack(">i", 3) + "b\u00e9".encode()
-              + struct.pack(">i", len(ext)) + ext)
+    ext = (
+        bytes.fromhex("0001")
+        + b"k"
+        + bytes.fromhex("00000001")
+        + b"v"
+        + bytes.fromhex("0003")
+        + "\u4e2d".encode()
+        + bytes.fromhex("00000000")
+    )
+    header = (
+        struct.pack(">hbhii", 1, 9, 317, -5, 1)
+        + struct.pack(">i", 3)
+        + "b\u00e9".encode()
+        + struct.pack(">i", len(ext))
+        + ext
+    )
     assert encode(cmd) == binary_frame(header, b"xyz")
     back = decode_one(binary_frame(header, b"xyz"))
     same_command(back, cmd)
@@ -314,8 +389,18 @@ def test_unknown_serialize_type_yields_header_error() -> None:
 
 @pytest.mark.parametrize(
     "header",
-    [b"{not json", b'{"code":105', b"\xff\xfe\x00", b"[1,2,3]", b'"just a string"', b"", b"null",
-     b'{"code":105,"opaque":"x1"}', b'{"code":105,"opaque":true}', b'{"code":105,"opaque":1.5}'],
+    [
+        b"{not json",
+        b'{"code":105',
+        b"\xff\xfe\x00",
+        b"[1,2,3]",
+        b'"just a string"',
+        b"",
+        b"null",
+        b'{"code":105,"opaque":"x1"}',
+        b'{"code":105,"opaque":true}',
+        b'{"code":105,"opaque":1.5}',
+    ],
 )
 def test_unusable_json_header_has_no_opaque(header: bytes) -> None:
     err = decode_header_error(json_frame(header))
@@ -447,11 +532,23 @@ def _sample_commands() -> list[RemotingCommand]:
     return [
         RemotingCommand(105, opaque=1, ext_fields={"topic": "T"}, version=401),
         RemotingCommand(0, opaque=1, flag=FLAG_RESPONSE, body=b'{"brokerDatas":[]}', remark="ok"),
-        RemotingCommand(310, opaque=2, ext_fields={"a": "PG", "b": "T\u00e9"}, body=b"\x00" * 300,
-                        serialize_type=SerializeType.ROCKETMQ, language=LanguageCode.GO, version=317),
+        RemotingCommand(
+            310,
+            opaque=2,
+            ext_fields={"a": "PG", "b": "T\u00e9"},
+            body=b"\x00" * 300,
+            serialize_type=SerializeType.ROCKETMQ,
+            language=LanguageCode.GO,
+            version=317,
+        ),
         RemotingCommand(15, opaque=3, flag=FLAG_ONEWAY, ext_fields={"commitOffset": "12"}),
-        RemotingCommand(1, opaque=4, flag=FLAG_RESPONSE, remark="\u4e2d\u6587 error",
-                        serialize_type=SerializeType.ROCKETMQ),
+        RemotingCommand(
+            1,
+            opaque=4,
+            flag=FLAG_RESPONSE,
+            remark="\u4e2d\u6587 error",
+            serialize_type=SerializeType.ROCKETMQ,
+        ),
     ]
 
 
@@ -519,8 +616,9 @@ def test_memoryview_and_bytearray_input() -> None:
 
 @pytest.mark.parametrize("stype", [SerializeType.JSON, SerializeType.ROCKETMQ])
 def test_response_mirrors_request_serialize_type(stype: int) -> None:
-    request = decode_one(encode(RemotingCommand(105, opaque=31, ext_fields={"topic": "T"},
-                                                serialize_type=stype)))
+    request = decode_one(
+        encode(RemotingCommand(105, opaque=31, ext_fields={"topic": "T"}, serialize_type=stype))
+    )
     assert request.serialize_type == stype
     response = request.response(ResponseCode.TOPIC_NOT_EXIST, "No topic route info in name server")
     assert response.serialize_type == stype
@@ -551,7 +649,10 @@ def test_response_defaults_and_error_helper() -> None:
 def test_normalize_ext_fields_directly() -> None:
     assert frame.normalize_ext_fields(None) == {}
     assert frame.normalize_ext_fields({"t": True, "f": False, "n": None, "i": 12, "s": "x"}) == {
-        "t": "true", "f": "false", "i": "12", "s": "x",
+        "t": "true",
+        "f": "false",
+        "i": "12",
+        "s": "x",
     }
     with pytest.raises(HeaderError):
         frame.normalize_ext_fields([1])

@@ -14,7 +14,8 @@ from tidemq.remoting.headers import CommandHeader, HeaderFieldError, SendMessage
 
 ALL_HEADER_CLASSES = sorted(
     (
-        cls for cls in vars(h).values()
+        cls
+        for cls in vars(h).values()
         if isinstance(cls, type) and issubclass(cls, CommandHeader) and cls is not CommandHeader
     ),
     key=lambda cls: cls.__name__,
@@ -40,12 +41,24 @@ def test_route_info_header() -> None:
 
 
 def test_register_broker_header() -> None:
-    ext = {"brokerName": "broker-a", "brokerAddr": "10.0.0.1:10911", "clusterName": "DefaultCluster",
-           "haServerAddr": "10.0.0.1:10912", "brokerId": "0", "compressed": "false", "bodyCrc32": "-12345"}
+    ext = {
+        "brokerName": "broker-a",
+        "brokerAddr": "10.0.0.1:10911",
+        "clusterName": "DefaultCluster",
+        "haServerAddr": "10.0.0.1:10912",
+        "brokerId": "0",
+        "compressed": "false",
+        "bodyCrc32": "-12345",
+    }
     hdr = h.RegisterBrokerRequestHeader.from_ext(ext)
     assert hdr == h.RegisterBrokerRequestHeader(
-        broker_name="broker-a", broker_addr="10.0.0.1:10911", cluster_name="DefaultCluster",
-        ha_server_addr="10.0.0.1:10912", broker_id=0, compressed=False, body_crc32=-12345,
+        broker_name="broker-a",
+        broker_addr="10.0.0.1:10911",
+        cluster_name="DefaultCluster",
+        ha_server_addr="10.0.0.1:10912",
+        broker_id=0,
+        compressed=False,
+        body_crc32=-12345,
     )
     assert hdr.to_ext() == ext
     # optional fields fall back to their defaults
@@ -56,9 +69,20 @@ def test_register_broker_header() -> None:
 
 def test_pull_message_header_from_go() -> None:
     # Go sends every field, empty strings included (spec 1.10)
-    ext = {"consumerGroup": "CG", "topic": "T", "queueId": "2", "queueOffset": "100", "maxMsgNums": "32",
-           "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "20000", "subVersion": "0",
-           "subscription": "", "expressionType": "", "bname": ""}
+    ext = {
+        "consumerGroup": "CG",
+        "topic": "T",
+        "queueId": "2",
+        "queueOffset": "100",
+        "maxMsgNums": "32",
+        "sysFlag": "6",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "20000",
+        "subVersion": "0",
+        "subscription": "",
+        "expressionType": "",
+        "bname": "",
+    }
     hdr = h.PullMessageRequestHeader.from_ext(ext)
     assert hdr.consumer_group == "CG"
     assert (hdr.queue_id, hdr.queue_offset, hdr.max_msg_nums, hdr.sys_flag) == (2, 100, 32, 6)
@@ -69,9 +93,19 @@ def test_pull_message_header_from_go() -> None:
 
 
 def test_pull_message_header_from_java() -> None:
-    ext = {"consumerGroup": "CG", "topic": "T", "queueId": "0", "queueOffset": "9223372036854775807",
-           "maxMsgNums": "32", "sysFlag": "3", "commitOffset": "-1", "suspendTimeoutMillis": "15000",
-           "subVersion": "1700000000000", "subscription": "TagA || TagB", "expressionType": "TAG"}
+    ext = {
+        "consumerGroup": "CG",
+        "topic": "T",
+        "queueId": "0",
+        "queueOffset": "9223372036854775807",
+        "maxMsgNums": "32",
+        "sysFlag": "3",
+        "commitOffset": "-1",
+        "suspendTimeoutMillis": "15000",
+        "subVersion": "1700000000000",
+        "subscription": "TagA || TagB",
+        "expressionType": "TAG",
+    }
     hdr = h.PullMessageRequestHeader.from_ext(ext)
     assert hdr.queue_offset == 2**63 - 1
     assert hdr.commit_offset == -1
@@ -99,8 +133,15 @@ def test_send_response_header() -> None:
 
 
 def test_consumer_send_back_header() -> None:
-    ext = {"offset": "1024", "group": "CG", "delayLevel": "0", "originMsgId": "", "originTopic": "T",
-           "unitMode": "false", "maxReconsumeTimes": "16"}
+    ext = {
+        "offset": "1024",
+        "group": "CG",
+        "delayLevel": "0",
+        "originMsgId": "",
+        "originTopic": "T",
+        "unitMode": "false",
+        "maxReconsumeTimes": "16",
+    }
     hdr = h.ConsumerSendMsgBackRequestHeader.from_ext(ext)
     assert hdr.offset == 1024
     assert hdr.origin_msg_id is None
@@ -110,8 +151,9 @@ def test_consumer_send_back_header() -> None:
 
 
 def test_create_topic_header_defaults() -> None:
-    hdr = h.CreateTopicRequestHeader.from_ext({"topic": "T", "defaultTopic": "TBW102", "readQueueNums": "8",
-                                               "writeQueueNums": "8", "perm": "6"})
+    hdr = h.CreateTopicRequestHeader.from_ext(
+        {"topic": "T", "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8", "perm": "6"}
+    )
     assert hdr.topic_filter_type == "SINGLE_TAG"
     assert hdr.order is False
     assert hdr.topic_sys_flag is None
@@ -129,29 +171,61 @@ def test_to_ext_values_are_all_strings() -> None:
 
 
 def test_unknown_ext_fields_are_ignored() -> None:
-    hdr = h.QueueRequestHeader.from_ext({"topic": "T", "queueId": "1", "bname": "b", "AccessKey": "ak",
-                                         "Signature": "sig"})
+    hdr = h.QueueRequestHeader.from_ext(
+        {"topic": "T", "queueId": "1", "bname": "b", "AccessKey": "ak", "Signature": "sig"}
+    )
     assert hdr == h.QueueRequestHeader(topic="T", queue_id=1)
 
 
 # --- SEND_MESSAGE / SEND_MESSAGE_V2 -------------------------------------------------------------------
 
 LONG_EXT = {
-    "producerGroup": "PG", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-    "queueId": "1", "sysFlag": "0", "bornTimestamp": "1700000000123", "flag": "0",
-    "properties": "UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA", "reconsumeTimes": "0",
-    "unitMode": "false", "batch": "false", "maxReconsumeTimes": "16", "bname": "broker-a",
+    "producerGroup": "PG",
+    "topic": "T",
+    "defaultTopic": "TBW102",
+    "defaultTopicQueueNums": "4",
+    "queueId": "1",
+    "sysFlag": "0",
+    "bornTimestamp": "1700000000123",
+    "flag": "0",
+    "properties": "UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA",
+    "reconsumeTimes": "0",
+    "unitMode": "false",
+    "batch": "false",
+    "maxReconsumeTimes": "16",
+    "bname": "broker-a",
 }
 COMPACT_EXT = {
-    "a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1700000000123", "h": "0",
-    "i": "UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA", "j": "0", "k": "false", "l": "16", "m": "false",
+    "a": "PG",
+    "b": "T",
+    "c": "TBW102",
+    "d": "4",
+    "e": "1",
+    "f": "0",
+    "g": "1700000000123",
+    "h": "0",
+    "i": "UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA",
+    "j": "0",
+    "k": "false",
+    "l": "16",
+    "m": "false",
     "n": "broker-a",
 }
 EXPECTED_SEND = SendMessageRequestHeader(
-    producer_group="PG", topic="T", default_topic="TBW102", default_topic_queue_nums=4, queue_id=1,
-    sys_flag=0, born_timestamp=1700000000123, flag=0,
-    properties="UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA", reconsume_times=0, unit_mode=False,
-    batch=False, max_reconsume_times=16, bname="broker-a",
+    producer_group="PG",
+    topic="T",
+    default_topic="TBW102",
+    default_topic_queue_nums=4,
+    queue_id=1,
+    sys_flag=0,
+    born_timestamp=1700000000123,
+    flag=0,
+    properties="UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA",
+    reconsume_times=0,
+    unit_mode=False,
+    batch=False,
+    max_reconsume_times=16,
+    bname="broker-a",
 )
 
 
@@ -169,9 +243,20 @@ def test_send_message_v2_compact_names() -> None:
 
 def test_spec_compact_name_table() -> None:
     table = {
-        "a": "producer_group", "b": "topic", "c": "default_topic", "d": "default_topic_queue_nums",
-        "e": "queue_id", "f": "sys_flag", "g": "born_timestamp", "h": "flag", "i": "properties",
-        "j": "reconsume_times", "k": "unit_mode", "l": "max_reconsume_times", "m": "batch", "n": "bname",
+        "a": "producer_group",
+        "b": "topic",
+        "c": "default_topic",
+        "d": "default_topic_queue_nums",
+        "e": "queue_id",
+        "f": "sys_flag",
+        "g": "born_timestamp",
+        "h": "flag",
+        "i": "properties",
+        "j": "reconsume_times",
+        "k": "unit_mode",
+        "l": "max_reconsume_times",
+        "m": "batch",
+        "n": "bname",
     }
     for key, attr in table.items():
         # flip just one field and check it lands in the matching attribute
@@ -218,8 +303,14 @@ def test_compact_missing_required_names_the_field() -> None:
 
 def test_compact_ext_only_uses_a_to_n() -> None:
     minimal = SendMessageRequestHeader(
-        producer_group="PG", topic="T", default_topic="TBW102", default_topic_queue_nums=4, queue_id=-1,
-        sys_flag=0, born_timestamp=1, flag=0,
+        producer_group="PG",
+        topic="T",
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=-1,
+        sys_flag=0,
+        born_timestamp=1,
+        flag=0,
     )
     compact = minimal.to_compact_ext()
     assert set(compact) <= set("abcdefghijklmn")
@@ -255,8 +346,23 @@ def test_header_field_error_is_a_value_error() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    ["abc", "1.5", "0x10", "1e3", "--1", "1-", "one", "\u00b2", "1_000", " 7", "7 ", "+", "-",
-     "9223372036854775808", "-9223372036854775809"],
+    [
+        "abc",
+        "1.5",
+        "0x10",
+        "1e3",
+        "--1",
+        "1-",
+        "one",
+        "\u00b2",
+        "1_000",
+        " 7",
+        "7 ",
+        "+",
+        "-",
+        "9223372036854775808",
+        "-9223372036854775809",
+    ],
 )
 def test_unparsable_number_names_the_field(raw: str) -> None:
     """Integer.parseInt / Long.parseLong reject all of these (no whitespace, no '_', 64-bit at most)."""
@@ -268,16 +374,31 @@ def test_unparsable_number_names_the_field(raw: str) -> None:
 
 
 def _parse_queue_offset(raw: str) -> None:
-    h.PullMessageRequestHeader.from_ext({
-        "consumerGroup": "CG", "topic": "T", "queueId": "0", "queueOffset": raw, "maxMsgNums": "32",
-        "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0",
-    })
+    h.PullMessageRequestHeader.from_ext(
+        {
+            "consumerGroup": "CG",
+            "topic": "T",
+            "queueId": "0",
+            "queueOffset": raw,
+            "maxMsgNums": "32",
+            "sysFlag": "0",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subVersion": "0",
+        }
+    )
 
 
 @pytest.mark.parametrize(
     ("raw", "value"),
-    [("0", 0), ("-1", -1), ("+5", 5), ("007", 7), ("9223372036854775807", 2**63 - 1),
-     ("-9223372036854775808", -(2**63))],
+    [
+        ("0", 0),
+        ("-1", -1),
+        ("+5", 5),
+        ("007", 7),
+        ("9223372036854775807", 2**63 - 1),
+        ("-9223372036854775808", -(2**63)),
+    ],
 )
 def test_numbers_java_accepts(raw: str, value: int) -> None:
     hdr = h.ViewMessageRequestHeader.from_ext({"offset": raw})
@@ -294,8 +415,16 @@ def test_unparsable_optional_number_also_raises() -> None:
 
 
 def test_go_empty_optional_fields_are_absent() -> None:
-    ext = {"offset": "1", "group": "CG", "delayLevel": "0", "originMsgId": "", "originTopic": "",
-           "unitMode": "", "maxReconsumeTimes": "", "bname": ""}
+    ext = {
+        "offset": "1",
+        "group": "CG",
+        "delayLevel": "0",
+        "originMsgId": "",
+        "originTopic": "",
+        "unitMode": "",
+        "maxReconsumeTimes": "",
+        "bname": "",
+    }
     hdr = h.ConsumerSendMsgBackRequestHeader.from_ext(ext)
     assert hdr == h.ConsumerSendMsgBackRequestHeader(offset=1, group="CG", delay_level=0)
     assert hdr.to_ext() == {"offset": "1", "group": "CG", "delayLevel": "0", "unitMode": "false"}
@@ -307,14 +436,36 @@ def test_go_empty_optional_consume_stats_topic() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "value"),
-    [("true", True), ("TRUE", True), ("True", True), ("tRuE", True),
-     ("false", False), ("FALSE", False), ("1", False), ("yes", False), ("t", False), ("on", False),
-     ("truee", False), (" true", False), ("true ", False), ("\ttrue\n", False), ("tru", False)],
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("True", True),
+        ("tRuE", True),
+        ("false", False),
+        ("FALSE", False),
+        ("1", False),
+        ("yes", False),
+        ("t", False),
+        ("on", False),
+        ("truee", False),
+        (" true", False),
+        ("true ", False),
+        ("\ttrue\n", False),
+        ("tru", False),
+    ],
 )
 def test_java_boolean_parse_semantics(raw: str, value: bool) -> None:
     """Boolean.parseBoolean: true iff the string equalsIgnoreCase "true" (no trimming)."""
-    hdr = h.CreateTopicRequestHeader.from_ext({"topic": "T", "defaultTopic": "TBW102", "readQueueNums": "1",
-                                               "writeQueueNums": "1", "perm": "6", "order": raw})
+    hdr = h.CreateTopicRequestHeader.from_ext(
+        {
+            "topic": "T",
+            "defaultTopic": "TBW102",
+            "readQueueNums": "1",
+            "writeQueueNums": "1",
+            "perm": "6",
+            "order": raw,
+        }
+    )
     assert hdr.order is value
     send = SendMessageRequestHeader.from_ext({**COMPACT_EXT, "k": raw, "m": raw}, compact=True)
     assert send.unit_mode is value

@@ -190,7 +190,7 @@ def encode_parts(cmd: RemotingCommand) -> tuple[bytes, Body]:
     """Return (prefix + header, body) so a large body is written without being copied."""
     header = encode_header(cmd)
     length = 4 + len(header) + len(cmd.body)
-    if length > MAX_FRAME_LENGTH:
+    if length + 4 > MAX_FRAME_LENGTH:  # Java counts the length field itself against its limit
         raise FrameError(f"frame of {length} bytes exceeds the {MAX_FRAME_LENGTH} byte limit")
     return _PREFIX.pack(length, (cmd.serialize_type << 24) | len(header)) + header, cmd.body
 

@@ -31,28 +31,28 @@ class KeyIndex:
             usable = len(data) - len(data) % _ENTRY.size
             for h, offset in _ENTRY.iter_unpack(data[:usable]):
                 self._add(h, offset)
+                self.covered_until = max(self.covered_until, offset + 1)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
-    def _add(self, h: int, offset: int) -> bool:
+    def _add(self, h: int, offset: int) -> None:
         current = self._table.get(h)
         if current is None:
             self._table[h] = offset
         elif isinstance(current, int):
-            if current == offset:
-                return False
             self._table[h] = [current, offset]
-        elif offset in current:
-            return False
         else:
             current.append(offset)
-        self.covered_until = max(self.covered_until, offset + 1)
-        return True
 
     def add(self, topic: str, keys: list[str], offset: int) -> None:
+        """Index a record's keys. Records come in log order, so one already covered is skipped
+        (recovery re-dispatches records the index may hold already)."""
+        if offset < self.covered_until:
+            return
+        self.covered_until = offset + 1
         for key in keys:
             h = key_hash(topic, key)
-            if self._add(h, offset):
-                self._pending += _ENTRY.pack(h, offset)
+            self._add(h, offset)
+            self._pending += _ENTRY.pack(h, offset)
 
     def lookup(self, topic: str, key: str) -> list[int]:
         found = self._table.get(key_hash(topic, key))
