@@ -203,3 +203,178 @@ async def get_route(conn: RemotingConnection, topic: str, timeout: float = 3.0) 
 
 async def heartbeat(conn: RemotingConnection, body: dict[str, Any], timeout: float = 3.0) -> None:
     _check(await conn.invoke(RemotingCommand(RequestCode.HEART_BEAT, body=orjson.dumps(body)), timeout))
+
+
+async def query_consumer_offset(
+    conn: RemotingConnection, group: str, topic: str, queue_id: int, timeout: float = 3.0
+) -> int | None:
+    """The group's committed offset for a queue, or None when the broker has none (QUERY_NOT_FOUND)."""
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)}
+    resp = await conn.invoke(RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=ext), timeout)
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    return int(_check(resp).ext_fields["offset"])
+
+
+async def update_consumer_offset(
+    conn: RemotingConnection,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    oneway: bool = False,
+    timeout: float = 3.0,
+) -> None:
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "commitOffset": str(offset)}
+    request = RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=ext)
+    if oneway:
+        conn.invoke_oneway(request)
+    else:
+        _check(await conn.invoke(request, timeout))
+
+
+async def _queue_offset(
+    conn: RemotingConnection,
+    code: int,
+    topic: str,
+    queue_id: int,
+    timeout: float,
+    extra: dict[str, str] | None = None,
+    field: str = "offset",
+) -> int:
+    ext = {"topic": topic, "queueId": str(queue_id), **(extra or {})}
+    return int(_check(await conn.invoke(RemotingCommand(code, ext_fields=ext), timeout)).ext_fields[field])
+
+
+async def get_max_offset(conn: RemotingConnection, topic: str, queue_id: int, timeout: float = 3.0) -> int:
+    return await _queue_offset(conn, RequestCode.GET_MAX_OFFSET, topic, queue_id, timeout)
+
+
+async def get_min_offset(conn: RemotingConnection, topic: str, queue_id: int, timeout: float = 3.0) -> int:
+    return await _queue_offset(conn, RequestCode.GET_MIN_OFFSET, topic, queue_id, timeout)
+
+
+async def search_offset(
+    conn: RemotingConnection, topic: str, queue_id: int, timestamp_ms: int, timeout: float = 3.0
+) -> int:
+    return await _queue_offset(
+        conn,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        topic,
+        queue_id,
+        timeout,
+        {"timestamp": str(timestamp_ms)},
+    )
+
+
+async def consumer_ids(conn: RemotingConnection, group: str, timeout: float = 3.0) -> list[str] | None:
+    """Client ids of the group's live consumers, or None when the broker knows none."""
+    resp = await conn.invoke(
+        RemotingCommand(RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields={"consumerGroup": group}), timeout
+    )
+    if resp.code != ResponseCode.SUCCESS or not resp.body:
+        return None
+    return [str(cid) for cid in jsonx.loads(bytes(resp.body)).get("consumerIdList") or []]
+
+
+async def send_back(
+    conn: RemotingConnection,
+    msg: MessageExt,
+    group: str,
+    delay_level: int,
+    max_reconsume_times: int,
+    timeout: float = 3.0,
+) -> None:
+    """CONSUMER_SEND_MSG_BACK: hand a failed message back for redelivery through the retry topic."""
+    ext = {
+        "offset": str(msg.commit_log_offset),
+        "group": group,
+        "delayLevel": str(delay_level),
+        "originMsgId": msg.msg_id,
+        "originTopic": msg.topic,
+        "unitMode": "false",
+        "maxReconsumeTimes": str(max_reconsume_times),
+    }
+    _check(await conn.invoke(RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=ext), timeout))
+
+
+async def lock_batch(
+    conn: RemotingConnection, group: str, client_id: str, queues: list[dict[str, Any]], timeout: float = 3.0
+) -> list[dict[str, Any]]:
+    body = orjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": queues})
+    resp = _check(await conn.invoke(RemotingCommand(RequestCode.LOCK_BATCH_MQ, body=body), timeout))
+    locked: list[dict[str, Any]] = jsonx.loads(bytes(resp.body)).get("lockOKMQSet") or []
+    return locked
+
+
+async def unlock_batch(
+    conn: RemotingConnection,
+    group: str,
+    client_id: str,
+    queues: list[dict[str, Any]],
+    *,
+    oneway: bool = False,
+    timeout: float = 3.0,
+) -> None:
+    body = orjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": queues})
+    request = RemotingCommand(RequestCode.UNLOCK_BATCH_MQ, body=body)
+    if oneway:
+        conn.invoke_oneway(request)
+    else:
+        _check(await conn.invoke(request, timeout))
+
+
+async def unregister_client(
+    conn: RemotingConnection,
+    client_id: str,
+    *,
+    producer_group: str | None = None,
+    consumer_group: str | None = None,
+    timeout: float = 3.0,
+) -> None:
+    ext = {"clientID": client_id}
+    if producer_group:
+        ext["producerGroup"] = producer_group
+    if consumer_group:
+        ext["consumerGroup"] = consumer_group
+    _check(await conn.invoke(RemotingCommand(RequestCode.UNREGISTER_CLIENT, ext_fields=ext), timeout))
+
+
+async def view_message(conn: RemotingConnection, commit_log_offset: int, timeout: float = 3.0) -> MessageExt:
+    request = RemotingCommand(RequestCode.VIEW_MESSAGE_BY_ID, ext_fields={"offset": str(commit_log_offset)})
+    resp = _check(await conn.invoke(request, timeout))
+    return next(iter_records(resp.body))
+
+
+async def query_message(
+    conn: RemotingConnection,
+    topic: str,
+    key: str,
+    *,
+    max_num: int = 32,
+    begin_ms: int = 0,
+    end_ms: int = 2**62,
+    unique_key: bool = False,
+    timeout: float = 5.0,
+) -> list[MessageExt]:
+    ext = {
+        "topic": topic,
+        "key": key,
+        "maxNum": str(max_num),
+        "beginTimestamp": str(begin_ms),
+        "endTimestamp": str(end_ms),
+        "_UNIQUE_KEY_QUERY": "true" if unique_key else "false",
+    }
+    resp = await conn.invoke(RemotingCommand(RequestCode.QUERY_MESSAGE, ext_fields=ext), timeout)
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return []
+    return list(iter_records(_check(resp).body))
+
+
+async def call_json(
+    conn: RemotingConnection, code: int, ext: dict[str, str] | None = None, timeout: float = 3.0
+) -> Any:
+    """An admin call whose answer is a JSON body (fastjson object keys allowed)."""
+    resp = _check(await conn.invoke(RemotingCommand(code, ext_fields=ext or {}), timeout))
+    return jsonx.loads(bytes(resp.body)) if resp.body else None

@@ -274,6 +274,8 @@ class MessageExt:
     body_crc: int = 0
     store_size: int = 0
     properties: dict[str, str] = field(default_factory=dict)
+    #: Set by consumers from the queue the message was pulled from; not part of the stored record.
+    broker_name: str = ""
 
     @property
     def tags(self) -> str | None:

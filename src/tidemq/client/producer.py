@@ -1,0 +1,365 @@
+"""The producer: sync, async, oneway, batch and ordered sends with retries and fault avoidance (spec 5.3)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tidemq.client import api
+from tidemq.client.config import ClientConfig, strip_namespace, wrap_namespace
+from tidemq.client.fault import LatencyFaultTolerance
+from tidemq.client.instance import ClientInstance, MQClientError
+from tidemq.client.message import Message, SendResult, SendStatus
+from tidemq.client.message_queue import MessageQueue
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import SendMessageRequestHeader
+from tidemq.remoting.message import (
+    BatchItem,
+    Prop,
+    SysFlag,
+    UniqueIdGenerator,
+    compress_body,
+    encode_batch,
+    encode_properties,
+    tag_hash,
+)
+from tidemq.remoting.transport import RemotingError
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+#: Broker answers after which Java retries on another broker.
+_RETRY_CODES = {
+    ResponseCode.TOPIC_NOT_EXIST,
+    ResponseCode.SERVICE_NOT_AVAILABLE,
+    ResponseCode.SYSTEM_ERROR,
+    ResponseCode.NO_PERMISSION,
+    ResponseCode.NO_BUYER_ID,
+    ResponseCode.NOT_IN_CURRENT_UNIT,
+    ResponseCode.SYSTEM_BUSY,
+}
+_STATUS: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
+SendHook = Callable[[Message, MessageQueue | None, SendResult | None, BaseException | None], None]
+
+
+def select_by_hash(queues: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    """Java's SelectMessageQueueByHash: same key, same queue (strings hash like Java's String.hashCode)."""
+    value = tag_hash(arg) if isinstance(arg, str) else hash(arg)
+    return queues[abs(value) % len(queues)]
+
+
+def validate_topic(topic: str) -> None:
+    if not topic or len(topic) > 127 or not _VALID_TOPIC.match(topic):
+        raise MQClientError(f"invalid topic {topic!r}: 1-127 characters of [%|a-zA-Z0-9_-]")
+
+
+class Producer:
+    def __init__(
+        self,
+        group: str = "DEFAULT_PRODUCER",
+        namesrv_addr: str = "127.0.0.1:9876",
+        *,
+        config: ClientConfig | None = None,
+        send_timeout: float = 3.0,
+        retry_times: int = 2,
+        compress_over: int = 4096,
+        compress_level: int = 5,
+        max_message_size: int = 4 * 1024 * 1024,
+        default_topic_queue_nums: int = 4,
+        fault_avoidance: bool = True,
+    ) -> None:
+        self.config = (config or ClientConfig(namesrv_addr=namesrv_addr)).with_unique_instance()
+        self.group = wrap_namespace(self.config.namespace, group)
+        self.send_timeout = send_timeout
+        self.retry_times = retry_times
+        self.compress_over = compress_over
+        self.compress_level = compress_level
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.fault_avoidance = fault_avoidance
+        self.interceptors: list[SendHook] = []
+        self._faults = LatencyFaultTolerance()
+        self._queues: dict[str, list[MessageQueue]] = {}
+        self._next = itertools.count()
+        self._ids = UniqueIdGenerator(self.config.client_ip)
+        self._instance: ClientInstance | None = None
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._instance = ClientInstance.get(self.config)
+        self._instance.register_producer(self)
+        await self._instance.start()
+
+    async def shutdown(self) -> None:
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        if self._instance is not None:
+            await self._instance.unregister(self.group, producer=True)
+            self._instance = None
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise MQClientError("producer is not started")
+        return self._instance
+
+    def published_topics(self) -> set[str]:
+        return set(self._queues)
+
+    # --- queues -------------------------------------------------------------------------------------
+
+    async def queues_for(self, topic: str) -> list[MessageQueue]:
+        """Writable queues of ``topic``; for a topic nobody created yet, the auto-create template's."""
+        queues = self._queues.get(topic)
+        route = self.instance.routes.get(topic)
+        if route is not None:
+            queues = route.publish_queues(topic)
+        if not queues:
+            route = await self.instance.update_route(topic)
+            if route is not None:
+                queues = route.publish_queues(topic)
+            else:
+                template = await self.instance.update_route(AUTO_CREATE_TOPIC_KEY)
+                if template is None:
+                    raise MQClientError(f"no route info of topic {topic!r}, and topic auto-creation is off")
+                queues = [
+                    MessageQueue(topic, q.broker_name, i)
+                    for q in template.queue_datas
+                    for i in range(min(self.default_topic_queue_nums, q.read_queue_nums))
+                ]
+        if not queues:
+            raise MQClientError(f"topic {topic!r} has no writable queue")
+        self._queues[topic] = queues
+        return queues
+
+    def _pick(self, queues: list[MessageQueue], last_broker: str | None) -> MessageQueue:
+        start = next(self._next)
+        for i in range(len(queues)):
+            mq = queues[(start + i) % len(queues)]
+            if mq.broker_name == last_broker and len({q.broker_name for q in queues}) > 1:
+                continue
+            if not self.fault_avoidance or self._faults.available(mq.broker_name):
+                return mq
+        return queues[start % len(queues)]
+
+    # --- sending ------------------------------------------------------------------------------------
+
+    def _prepare(self, msg: Message) -> tuple[str, bytes, dict[str, str], int]:
+        validate_topic(msg.topic)
+        if not isinstance(msg.body, bytes | bytearray) or not msg.body:
+            raise MQClientError("message body must be non-empty bytes")
+        if len(msg.body) > self.max_message_size:
+            raise MQClientError(
+                f"message body of {len(msg.body)} bytes exceeds the maximum message size "
+                f"{self.max_message_size}"
+            )
+        props = msg.wire_properties()
+        props.setdefault(Prop.UNIQ_KEY, self._ids.next_id())
+        body, sys_flag = bytes(msg.body), 0
+        if len(body) >= self.compress_over:
+            body, sys_flag = compress_body(body, self.compress_level), SysFlag.COMPRESSED
+        return wrap_namespace(self.config.namespace, msg.topic), body, props, sys_flag
+
+    async def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        sharding_key: str | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer. With ``queue``, ``selector`` or ``sharding_key`` the
+        message goes to that one queue (ordered sending) and is not retried elsewhere."""
+        topic, body, props, sys_flag = self._prepare(msg)
+        deadline = time.monotonic() + (timeout or self.send_timeout)
+        if sharding_key is not None:
+            selector, arg = select_by_hash, sharding_key
+        if selector is not None:
+            queue = selector(await self.queues_for(topic), msg, arg)
+        if queue is not None:
+            return await self._send_to(queue, msg, topic, body, props, sys_flag, deadline)
+        queues = await self.queues_for(topic)
+        last_error: BaseException | None = None
+        last_broker: str | None = None
+        for _attempt in range(1 + self.retry_times):
+            if time.monotonic() >= deadline:
+                break
+            mq = self._pick(queues, last_broker)
+            started = time.monotonic()
+            try:
+                result = await self._send_to(mq, msg, topic, body, props, sys_flag, deadline)
+            except (RemotingError, MQClientError, api.BrokerError) as exc:
+                if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
+                    raise
+                last_error, last_broker = exc, mq.broker_name
+                self._faults.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=True)
+                log.warning("send to %s failed (%s), retrying on another queue", mq, exc)
+                continue
+            self._faults.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=False)
+            return result
+        raise MQClientError(
+            f"send to {msg.topic!r} failed after {1 + self.retry_times} attempts: {last_error}"
+        )
+
+    async def _send_to(
+        self,
+        mq: MessageQueue,
+        msg: Message,
+        topic: str,
+        body: bytes,
+        props: dict[str, str],
+        sys_flag: int,
+        deadline: float,
+    ) -> SendResult:
+        for hook in self.interceptors:
+            hook(msg, mq, None, None)
+        header = self._header(topic, mq.queue_id, sys_flag, props)
+        request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_compact_ext(), body=body)
+        try:
+            result = await self._invoke(mq, request, deadline, props[Prop.UNIQ_KEY])
+        except BaseException as exc:
+            for hook in self.interceptors:
+                hook(msg, mq, None, exc)
+            raise
+        for hook in self.interceptors:
+            hook(msg, mq, result, None)
+        return result
+
+    def _header(
+        self, topic: str, queue_id: int, sys_flag: int, props: dict[str, str], *, batch: bool = False
+    ) -> SendMessageRequestHeader:
+        reconsume = max_reconsume = None
+        if topic.startswith("%RETRY%"):
+            reconsume = int(props.pop(Prop.RECONSUME_TIME, "0") or 0)
+            max_reconsume = int(props.pop(Prop.MAX_RECONSUME_TIMES, "16") or 16)
+        return SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties=encode_properties(props),
+            reconsume_times=reconsume,
+            max_reconsume_times=max_reconsume,
+            batch=batch,
+            bname=None,
+        )
+
+    async def _invoke(
+        self, mq: MessageQueue, request: RemotingCommand, deadline: float, msg_id: str
+    ) -> SendResult:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise MQClientError("send timed out before it could be attempted")
+        conn = await self.instance.broker_connection(mq.broker_name)
+        resp = await conn.invoke(request, remaining)
+        status = _STATUS.get(resp.code)
+        if status is None:
+            raise api.BrokerError(resp.code, resp.remark)
+        ext = resp.ext_fields
+        queue = MessageQueue(
+            strip_namespace(self.config.namespace, mq.topic), mq.broker_name, int(ext["queueId"])
+        )
+        return SendResult(status, msg_id, ext["msgId"], queue, int(ext["queueOffset"]))
+
+    def send_async(
+        self,
+        msg: Message,
+        callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
+        **kwargs: Any,
+    ) -> asyncio.Task[SendResult]:
+        """Start a send and return at once; the task (and ``callback``) get the result."""
+        task = asyncio.ensure_future(self.send(msg, **kwargs))
+        self._pending.add(task)
+
+        def done(t: asyncio.Task[SendResult]) -> None:
+            self._pending.discard(t)
+            if callback is not None:
+                exc = t.exception() if not t.cancelled() else asyncio.CancelledError()
+                callback(None if exc else t.result(), exc)
+
+        task.add_done_callback(done)
+        return task
+
+    async def send_oneway(self, msg: Message) -> None:
+        """Fire and forget: no answer is awaited and nothing is retried."""
+        topic, body, props, sys_flag = self._prepare(msg)
+        mq = self._pick(await self.queues_for(topic), None)
+        header = self._header(topic, mq.queue_id, sys_flag, props)
+        conn = await self.instance.broker_connection(mq.broker_name)
+        conn.invoke_oneway(
+            RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_compact_ext(), body=body)
+        )
+
+    async def send_batch(
+        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout: float | None = None
+    ) -> SendResult:
+        """Send messages of one topic in one request; they get consecutive offsets in one queue."""
+        if not msgs:
+            raise MQClientError("batch is empty")
+        topic = msgs[0].topic
+        items, ids = [], []
+        for msg in msgs:
+            if msg.topic != topic:
+                raise MQClientError("all messages of a batch must have the same topic")
+            if msg.delay_level > 0:
+                raise MQClientError("batch messages do not support a delay level")
+            _, body, props, sys_flag = self._prepare(msg)
+            if sys_flag:
+                body = bytes(msg.body)  # batches are never compressed
+            ids.append(props[Prop.UNIQ_KEY])
+            props.pop(Prop.WAIT, None)
+            items.append(BatchItem(msg.flag, body, encode_properties(props)))
+        if topic.startswith("%RETRY%"):
+            raise MQClientError("batch messages cannot be sent to a retry topic")
+        wire_topic = wrap_namespace(self.config.namespace, topic)
+        deadline = time.monotonic() + (timeout or self.send_timeout)
+        batch_body = encode_batch(items)
+        if len(batch_body) > self.max_message_size:
+            raise MQClientError(
+                f"batch of {len(batch_body)} bytes exceeds the maximum message size {self.max_message_size}"
+            )
+        last_error: BaseException | None = None
+        last_broker: str | None = None
+        for _attempt in range(1 + (0 if queue else self.retry_times)):
+            mq = queue or self._pick(await self.queues_for(wire_topic), last_broker)
+            header = self._header(wire_topic, mq.queue_id, 0, {Prop.WAIT: "true"}, batch=True)
+            request = RemotingCommand(
+                RequestCode.SEND_BATCH_MESSAGE, ext_fields=header.to_compact_ext(), body=batch_body
+            )
+            try:
+                return await self._invoke(mq, request, deadline, ",".join(ids))
+            except (RemotingError, MQClientError, api.BrokerError) as exc:
+                if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
+                    raise
+                last_error, last_broker = exc, mq.broker_name
+                self._faults.update(mq.broker_name, 0, isolation=True)
+        raise MQClientError(f"batch send to {topic!r} failed: {last_error}")

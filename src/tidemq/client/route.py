@@ -1,0 +1,76 @@
+"""Topic route data from a name server, and the queue lists producers and consumers derive from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidemq.client.message_queue import MessageQueue
+
+PERM_READ = 4
+PERM_WRITE = 2
+MASTER_ID = 0
+
+
+@dataclass(slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+
+
+@dataclass(slots=True)
+class BrokerData:
+    broker_name: str
+    cluster: str
+    addrs: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TopicRoute:
+    queue_datas: list[QueueData]
+    brokers: dict[str, BrokerData]
+    order_topic_conf: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TopicRoute:
+        """Accepts Java's standard and fastjson forms (quoted or bare numeric ``brokerAddrs`` keys)."""
+        queues = [
+            QueueData(
+                str(q["brokerName"]),
+                int(q.get("readQueueNums", 0)),
+                int(q.get("writeQueueNums", 0)),
+                int(q.get("perm", 6)),
+            )
+            for q in data.get("queueDatas") or []
+        ]
+        brokers = {}
+        for b in data.get("brokerDatas") or []:
+            addrs = {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()}
+            brokers[str(b["brokerName"])] = BrokerData(str(b["brokerName"]), str(b.get("cluster", "")), addrs)
+        return cls(queues, brokers, data.get("orderTopicConf"))
+
+    def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """Writable queues of brokers that have a master, sorted by broker name (spec 5.3)."""
+        if self.order_topic_conf:
+            out = []
+            for item in self.order_topic_conf.split(";"):
+                name, _, count = item.partition(":")
+                out += [MessageQueue(topic, name, i) for i in range(int(count or 0))]
+            return out
+        out = []
+        for q in sorted(self.queue_datas, key=lambda q: q.broker_name):
+            broker = self.brokers.get(q.broker_name)
+            if q.perm & PERM_WRITE and broker is not None and MASTER_ID in broker.addrs:
+                out += [MessageQueue(topic, q.broker_name, i) for i in range(q.write_queue_nums)]
+        return out
+
+    def subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        out = [
+            MessageQueue(topic, q.broker_name, i)
+            for q in self.queue_datas
+            if q.perm & PERM_READ
+            for i in range(q.read_queue_nums)
+        ]
+        return sorted(out)

@@ -1,0 +1,137 @@
+"""The Python producer against real servers."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.support import RawClient, ServerProcess, free_port, run
+from tidemq.client.instance import MQClientError
+from tidemq.client.message import Message, SendStatus
+from tidemq.client.producer import Producer
+
+
+async def _pull_all(addr: str, topic: str, queues: int = 4) -> list:  # type: ignore[type-arg]
+    c = await RawClient.open(addr)
+    out = []
+    for q in range(queues):
+        offset = 0
+        while True:
+            resp, msgs = await c.pull(topic, q, offset)
+            if not msgs:
+                break
+            out += msgs
+            offset = int(resp.ext_fields["nextBeginOffset"])
+    c.close()
+    return out
+
+
+def test_sync_async_oneway_and_batch(server: ServerProcess) -> None:
+    async def scenario() -> None:
+        async with Producer("PG1", server.namesrv) as producer:
+            r = await producer.send(
+                Message("ProdTopic", b"sync", tags="A", keys=["k1", "k2"], properties={"p": "v"})
+            )
+            assert r.status is SendStatus.SEND_OK and r.message_queue.topic == "ProdTopic"
+            assert len(r.msg_id) == 32 and r.offset_msg_id != r.msg_id
+            got: list[object] = []
+            task = producer.send_async(
+                Message("ProdTopic", b"async"), lambda res, exc: got.append(res or exc)
+            )
+            assert (await task).status is SendStatus.SEND_OK
+            await producer.send_oneway(Message("ProdTopic", b"oneway"))
+            batch = await producer.send_batch([Message("ProdTopic", f"b{i}".encode()) for i in range(10)])
+            assert len(batch.msg_id.split(",")) == 10
+            await asyncio.sleep(0.2)
+            assert len(got) == 1
+        msgs = await _pull_all(server.broker, "ProdTopic")
+        bodies = sorted(m.body for m in msgs)
+        assert bodies == sorted([b"sync", b"async", b"oneway"] + [f"b{i}".encode() for i in range(10)])
+        first = next(m for m in msgs if m.body == b"sync")
+        assert first.tags == "A" and first.keys == "k1 k2" and first.properties["p"] == "v"
+        assert first.msg_id == r.msg_id
+        assert {m.queue_id for m in msgs} == {0, 1, 2, 3}, "round robin over the queues"
+
+    run(scenario())
+
+
+def test_ordered_send_keeps_a_key_on_one_queue(server: ServerProcess) -> None:
+    async def scenario() -> None:
+        async with Producer("PG2", server.namesrv) as producer:
+            queues = set()
+            for i in range(20):
+                r = await producer.send(Message("OrderedTopic", f"{i}".encode()), sharding_key="order-7")
+                queues.add(r.message_queue.queue_id)
+            assert len(queues) == 1
+            picked = await producer.send(
+                Message("OrderedTopic", b"x"), selector=lambda mqs, msg, arg: mqs[arg], arg=2
+            )
+            assert picked.message_queue.queue_id == 2
+        (q,) = queues
+        msgs = await _pull_all(server.broker, "OrderedTopic")
+        assert [m.body for m in msgs if m.queue_id == q] == [f"{i}".encode() for i in range(20)]
+
+    run(scenario())
+
+
+def test_compression_size_limit_and_bad_input(server: ServerProcess) -> None:
+    async def scenario() -> None:
+        async with Producer("PG3", server.namesrv) as producer:
+            big = bytes(range(256)) * 64  # 16 KiB, compressible
+            await producer.send(Message("Compressed", big))
+            with pytest.raises(MQClientError, match="exceeds the maximum message size"):
+                await producer.send(Message("Compressed", b"x" * (4 * 1024 * 1024 + 1)))
+            with pytest.raises(MQClientError, match="invalid topic"):
+                await producer.send(Message("bad topic", b"x"))
+            with pytest.raises(MQClientError, match="non-empty"):
+                await producer.send(Message("Compressed", b""))
+        (msg,) = await _pull_all(server.broker, "Compressed")
+        assert msg.sys_flag & 1 and msg.body == big  # stored compressed, inflated by the reader
+
+    run(scenario())
+
+
+def test_unreachable_name_server_is_a_clear_error() -> None:
+    async def scenario() -> None:
+        producer = Producer("PG4", f"127.0.0.1:{free_port()}")
+        await producer.start()
+        with pytest.raises(MQClientError, match="name server unreachable"):
+            await producer.send(Message("Anything", b"x"))
+        await producer.shutdown()
+
+    run(scenario())
+
+
+def test_broker_down_sends_go_to_the_other_broker(tmp_path: Path) -> None:
+    namesrv = ServerProcess(tmp_path / "ns", command="namesrv").start()
+    brokers = [
+        ServerProcess(
+            tmp_path / f"b{i}", "--namesrv", namesrv.namesrv, "--broker-name", f"bk-{i}", command="broker"
+        ).start()
+        for i in range(2)
+    ]
+    try:
+
+        async def scenario() -> None:
+            for b in brokers:
+                c = await RawClient.open(b.broker)
+                await c.create_topic("Failover", 2)
+                c.close()
+            async with Producer("PG5", namesrv.namesrv, send_timeout=10) as producer:
+                seen = {
+                    (await producer.send(Message("Failover", b"x"))).message_queue.broker_name
+                    for _ in range(8)
+                }
+                assert seen == {"bk-0", "bk-1"}
+                brokers[0].kill()
+                for _ in range(10):
+                    r = await producer.send(Message("Failover", b"after"))
+                    assert r.message_queue.broker_name == "bk-1"
+
+        run(scenario())
+    finally:
+        for b in brokers:
+            b.stop()
+        namesrv.stop()
