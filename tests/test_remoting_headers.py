@@ -483,17 +483,22 @@ def test_empty_optional_boolean_keeps_default() -> None:
 # --- property: every header class round-trips ------------------------------------------------------
 
 _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+_INT32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 _TEXT = st.text(min_size=1, max_size=20)
 
 
 def _value_strategy(hint: object, optional: bool) -> st.SearchStrategy:
     kinds = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
+    if typing.get_origin(hint) is typing.Annotated:
+        kinds = [hint]
     kind = kinds[0]
     base: st.SearchStrategy
     if kind is bool:
         base = st.booleans()
+    elif typing.get_origin(kind) is typing.Annotated:
+        base = _INT64  # Java Long
     elif kind is int:
-        base = _INT64
+        base = _INT32  # Java Integer
     else:
         base = _TEXT
     return st.one_of(st.none(), base) if optional and type(None) in typing.get_args(hint) else base
@@ -502,7 +507,7 @@ def _value_strategy(hint: object, optional: bool) -> st.SearchStrategy:
 @st.composite
 def any_header(draw: st.DrawFn) -> CommandHeader:
     cls = draw(st.sampled_from(ALL_HEADER_CLASSES))
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     kwargs = {}
     for f in dataclasses.fields(cls):
         optional = f.default is not dataclasses.MISSING
@@ -520,3 +525,13 @@ def test_every_header_round_trips_through_ext(hdr: CommandHeader) -> None:
     assert type(hdr).from_ext(ext) == hdr
     if isinstance(hdr, SendMessageRequestHeader):
         assert SendMessageRequestHeader.from_ext(hdr.to_compact_ext(), compact=True) == hdr
+
+
+def test_integer_fields_are_range_checked_like_java() -> None:
+    """Java Integer fields reject values past 32 bits; Long fields take 64."""
+    base = {"topic": "T", "queueId": "0", "timestamp": str(2**40)}
+    assert h.SearchOffsetRequestHeader.from_ext(base).timestamp == 2**40
+    with pytest.raises(HeaderFieldError, match="'queueId' must be a 32-bit integer"):
+        h.SearchOffsetRequestHeader.from_ext(base | {"queueId": str(2**31)})
+    with pytest.raises(HeaderFieldError, match="'timestamp' must be a long"):
+        h.SearchOffsetRequestHeader.from_ext(base | {"timestamp": str(2**63)})

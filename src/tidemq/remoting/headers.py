@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 
 class HeaderFieldError(ValueError):
@@ -19,6 +19,10 @@ class HeaderFieldError(ValueError):
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+#: A Java ``Long`` field; plain ``int`` fields are Java ``Integer`` and must fit in 32 bits.
+Long = Annotated[int, "int64"]
 
 
 def wire(name: str, default: Any = dataclasses.MISSING) -> Any:
@@ -31,6 +35,7 @@ class _FieldSpec:
     wire: str
     kind: type
     required: bool
+    bits: int = 32
 
 
 _SPECS: dict[type, tuple[_FieldSpec, ...]] = {}
@@ -40,13 +45,18 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
     cached = _SPECS.get(cls)
     if cached is not None:
         return cached
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     specs = []
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
         kinds = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
+        if typing.get_origin(hint) is Annotated:
+            kinds = [hint]
+        kind, bits = kinds[0], 32
+        if typing.get_origin(kind) is Annotated:
+            kind, bits = typing.get_args(kind)[0], 64
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        specs.append(_FieldSpec(f.name, f.metadata.get("wire", _camel(f.name)), kinds[0], required))
+        specs.append(_FieldSpec(f.name, f.metadata.get("wire", _camel(f.name)), kind, required, bits))
     _SPECS[cls] = result = tuple(specs)
     return result
 
@@ -61,10 +71,12 @@ def _parse(spec: _FieldSpec, raw: str) -> Any:
         if "_" in raw or raw != raw.strip():
             raise ValueError(raw)
         value = int(raw)
-        if not -(1 << 63) <= value < 1 << 63:
+        limit = 1 << (spec.bits - 1)
+        if not -limit <= value < limit:
             raise ValueError(raw)
     except ValueError:
-        raise HeaderFieldError(f"field {spec.wire!r} must be a number, got {raw!r}") from None
+        kind = "long" if spec.bits == 64 else "32-bit integer"
+        raise HeaderFieldError(f"field {spec.wire!r} must be a {kind}, got {raw!r}") from None
     return value
 
 
@@ -117,7 +129,7 @@ class RegisterBrokerRequestHeader(CommandHeader):
     broker_addr: str
     cluster_name: str
     ha_server_addr: str
-    broker_id: int
+    broker_id: Long
     compressed: bool = False
     body_crc32: int = 0
 
@@ -127,7 +139,7 @@ class UnregisterBrokerRequestHeader(CommandHeader):
     broker_name: str
     broker_addr: str
     cluster_name: str
-    broker_id: int
+    broker_id: Long
 
 
 @dataclass(slots=True)
@@ -164,7 +176,7 @@ class SendMessageRequestHeader(CommandHeader):
     default_topic_queue_nums: int
     queue_id: int
     sys_flag: int
-    born_timestamp: int
+    born_timestamp: Long
     flag: int
     properties: str | None = None
     reconsume_times: int | None = None
@@ -182,7 +194,7 @@ class SendMessageRequestHeader(CommandHeader):
 class SendMessageResponseHeader(CommandHeader):
     msg_id: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     transaction_id: str | None = None
 
 
@@ -211,12 +223,12 @@ class PullMessageRequestHeader(CommandHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     max_msg_nums: int
     sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
-    sub_version: int
+    commit_offset: Long
+    suspend_timeout_millis: Long
+    sub_version: Long
     subscription: str | None = None
     expression_type: str | None = None
     bname: str | None = None
@@ -224,10 +236,10 @@ class PullMessageRequestHeader(CommandHeader):
 
 @dataclass(slots=True)
 class PullMessageResponseHeader(CommandHeader):
-    suggest_which_broker_id: int
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
+    suggest_which_broker_id: Long
+    next_begin_offset: Long
+    min_offset: Long
+    max_offset: Long
 
 
 @dataclass(slots=True)
@@ -242,12 +254,12 @@ class UpdateConsumerOffsetRequestHeader(CommandHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    commit_offset: int
+    commit_offset: Long
 
 
 @dataclass(slots=True)
 class ConsumerSendMsgBackRequestHeader(CommandHeader):
-    offset: int
+    offset: Long
     group: str
     delay_level: int
     origin_msg_id: str | None = None
@@ -269,7 +281,7 @@ class QueueRequestHeader(CommandHeader):
 class SearchOffsetRequestHeader(CommandHeader):
     topic: str
     queue_id: int
-    timestamp: int
+    timestamp: Long
 
 
 # --- admin and query -----------------------------------------------------------------------------
@@ -289,7 +301,7 @@ class CreateTopicRequestHeader(CommandHeader):
 
 @dataclass(slots=True)
 class ViewMessageRequestHeader(CommandHeader):
-    offset: int
+    offset: Long
 
 
 @dataclass(slots=True)
@@ -297,8 +309,8 @@ class QueryMessageRequestHeader(CommandHeader):
     topic: str
     key: str
     max_num: int
-    begin_timestamp: int
-    end_timestamp: int
+    begin_timestamp: Long
+    end_timestamp: Long
 
 
 @dataclass(slots=True)

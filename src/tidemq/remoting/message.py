@@ -212,6 +212,8 @@ def encode_record(
         raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
     if len(props_b) > 32767:
         raise MessageDecodeError(f"properties are {len(props_b)} bytes, over the 32767 limit")
+    # The host-length bits describe this record's layout: they come from the hosts, never from a sender.
+    sys_flag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
     if len(born_host) == 20:
         sys_flag |= SysFlag.BORNHOST_V6
     if len(store_host) == 20:
