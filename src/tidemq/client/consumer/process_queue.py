@@ -32,6 +32,10 @@ class ProcessQueue:
         #: Orderly consumption runs one batch at a time per queue under this lock.
         self.consume_lock = asyncio.Lock()
 
+    def is_dropped(self) -> bool:
+        """``dropped`` through a call, for checks after an await (rebalance may drop a queue meanwhile)."""
+        return self.dropped
+
     def put(self, msgs: list[MessageExt]) -> bool:
         """Add pulled messages; True when an orderly consumer must be started for this queue."""
         for msg in msgs:

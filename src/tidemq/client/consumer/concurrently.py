@@ -1,0 +1,118 @@
+"""Concurrent consumption (Java ConsumeMessageConcurrentlyService): batches from any queue run in
+parallel on a bounded pool; failed messages go back to the broker for a delayed retry."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from tidemq.client.consumer.process_queue import ProcessQueue
+from tidemq.client.consumer.types import ConsumeContext, ConsumeStatus, MessageModel
+from tidemq.client.message_queue import MessageQueue
+from tidemq.remoting.message import MessageExt, Prop
+
+if TYPE_CHECKING:
+    from tidemq.client.consumer.push import PushConsumer
+
+log = logging.getLogger(__name__)
+RETRY_LOCALLY_AFTER_S = 5.0
+
+
+class ConcurrentConsumeService:
+    def __init__(self, consumer: PushConsumer) -> None:
+        self.consumer = consumer
+        self._slots = asyncio.Semaphore(consumer.consume_thread_max)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._cleaner: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._cleaner = asyncio.create_task(self._clean_expired_loop())
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
+        size = max(1, self.consumer.consume_batch_max_size)
+        for i in range(0, len(msgs), size):
+            self.spawn(self._consume(msgs[i : i + size], pq, mq))
+
+    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        async with self._slots:
+            if pq.dropped:
+                return
+            ctx = ConsumeContext(mq)
+            started = str(int(time.time() * 1000))
+            for msg in msgs:
+                msg.properties[Prop.CONSUME_START_TIME] = started
+            status, error = await self.consumer.run_listener(msgs, ctx)
+            if pq.is_dropped():
+                log.info("queue %s was dropped while consuming; not committing %d messages", mq, len(msgs))
+                return
+            await self._settle(status, error, ctx, msgs, pq, mq)
+
+    async def _settle(
+        self,
+        status: ConsumeStatus | None,
+        error: BaseException | None,
+        ctx: ConsumeContext,
+        msgs: list[MessageExt],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> None:
+        done = msgs
+        if status is not ConsumeStatus.CONSUME_SUCCESS:
+            if self.consumer.message_model is MessageModel.BROADCASTING:
+                for msg in msgs:
+                    log.warning(
+                        "broadcasting: dropping message %s that failed to consume (%s)",
+                        msg.msg_id,
+                        error or status,
+                    )
+            else:
+                retry_here = [
+                    m for m in msgs if not await self.consumer.send_back(m, ctx.delay_level_when_next_consume)
+                ]
+                if retry_here:
+                    done = [m for m in msgs if m not in retry_here]
+                    for msg in retry_here:
+                        msg.reconsume_times += 1
+                    self.spawn(self._retry_later(retry_here, pq, mq))
+        offset = pq.remove(done)
+        if offset >= 0 and not pq.dropped:
+            self.consumer.offset_store.update(mq, offset, increase_only=True)
+
+    async def _retry_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        await asyncio.sleep(RETRY_LOCALLY_AFTER_S)
+        self.submit(msgs, pq, mq, True)
+
+    async def _clean_expired_loop(self) -> None:
+        """Messages a listener has held past consumeTimeout go back to the broker (level 3) and are freed."""
+        interval = self.consumer.consume_timeout_s
+        while True:
+            await asyncio.sleep(min(interval, 60.0))
+            if self.consumer.message_model is MessageModel.BROADCASTING:
+                continue
+            now_ms = time.time() * 1000
+            for mq, pq in list(self.consumer.rebalancer.process_queues.items()):
+                for msg in pq.messages()[:16]:
+                    start = msg.properties.get(Prop.CONSUME_START_TIME, "")
+                    if not start.isdigit() or now_ms - int(start) < interval * 1000:
+                        break
+                    log.warning("message %s exceeded the consume timeout; sending it back", msg.msg_id)
+                    if await self.consumer.send_back(msg, 3):
+                        offset = pq.remove([msg])
+                        if offset >= 0:
+                            self.consumer.offset_store.update(mq, offset, increase_only=True)
+
+    async def close(self, timeout: float) -> None:
+        if self._cleaner is not None:
+            self._cleaner.cancel()
+        if self._tasks:
+            _, pending = await asyncio.wait(list(self._tasks), timeout=timeout)
+            for task in pending:
+                task.cancel()

@@ -1,0 +1,112 @@
+"""Consumer vocabulary: message models, where to start, listener results and contexts (spec 5.4-5.8)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from tidemq.client.message_queue import MessageQueue
+from tidemq.remoting.message import MessageExt
+
+
+class MessageModel(enum.Enum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(enum.Enum):
+    LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+class ConsumeStatus(enum.Enum):
+    """Concurrent listeners answer CONSUME_SUCCESS or RECONSUME_LATER; orderly ones SUCCESS or
+    SUSPEND_CURRENT_QUEUE_A_MOMENT. An exception or None counts as the failure answer."""
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+    @property
+    def ok(self) -> bool:
+        return self in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.SUCCESS)
+
+
+@dataclass(slots=True)
+class ConsumeContext:
+    message_queue: MessageQueue
+    #: Concurrent: the delay level the failed messages are sent back with (0: the broker decides).
+    delay_level_when_next_consume: int = 0
+    #: Orderly: how long to wait before consuming the queue again after SUSPEND (ms).
+    suspend_current_queue_time_ms: int = 1000
+    #: Orderly: False to commit offsets yourself with ``ack_index``-style control (kept for API parity).
+    auto_commit: bool = True
+
+
+Listener = Callable[
+    [list[MessageExt], ConsumeContext], "ConsumeStatus | Awaitable[ConsumeStatus | None] | None"
+]
+ConsumeHook = Callable[
+    [list[MessageExt], ConsumeContext, "ConsumeStatus | None", "BaseException | None"], None
+]
+
+
+async def call_listener(
+    listener: Listener, msgs: list[MessageExt], ctx: ConsumeContext, executor: Executor
+) -> ConsumeStatus | None:
+    """Coroutine listeners run on the loop; plain functions on the consume pool."""
+    if inspect.iscoroutinefunction(listener):
+        result: Any = await listener(msgs, ctx)
+    else:
+        result = await asyncio.get_running_loop().run_in_executor(executor, listener, msgs, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+    return result if isinstance(result, ConsumeStatus) else None
+
+
+@dataclass(slots=True)
+class Subscription:
+    """A topic subscription with a tag expression (``*`` or ``a || b``), as sent in heartbeats."""
+
+    topic: str
+    expression: str
+    tags: list[str]
+    codes: list[int]
+    version: int
+
+    @classmethod
+    def parse(cls, topic: str, expression: str | None) -> Subscription:
+        from tidemq.remoting.message import tag_hash
+
+        expr = (expression or "").strip() or "*"
+        tags = [] if expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
+        if expr != "*" and not tags:
+            raise ValueError(f"tag expression {expression!r} names no tag")
+        return cls(topic, expr, tags, [tag_hash(t) for t in tags], time_ms())
+
+    def matches(self, tags: str | None) -> bool:
+        return not self.tags or tags in self.tags
+
+    def to_json(self, topic: str) -> dict[str, Any]:
+        return {
+            "classFilterMode": False,
+            "topic": topic,
+            "subString": self.expression,
+            "tagsSet": self.tags,
+            "codeSet": self.codes,
+            "subVersion": self.version,
+            "expressionType": "TAG",
+        }
+
+
+def time_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
