@@ -190,6 +190,12 @@ class ClientInstance:
                     host.strip("[]"), int(port), self._on_request, timeout=self.config.call_timeout_s
                 )
                 self._conns[addr] = conn
+                if self.consumers and addr in self.all_broker_addrs():
+                    # A restarted broker has forgotten our subscriptions: tell it now, not in 30 s.
+                    try:
+                        await api.heartbeat(conn, self.heartbeat_body(), self.config.call_timeout_s)
+                    except (RemotingError, api.BrokerError) as exc:
+                        log.warning("heartbeat to %s on reconnect failed: %s", addr, exc)
             return conn
 
     async def namesrv_call(self, call: Callable[[RemotingConnection], Awaitable[T]]) -> T:

@@ -32,6 +32,8 @@ class Rebalancer:
 
     async def rebalance(self) -> None:
         async with self._lock:
+            if not self.consumer.running:
+                return
             for topic in list(self.consumer.subscriptions):
                 try:
                     await self._rebalance_topic(topic)
@@ -191,14 +193,16 @@ class Rebalancer:
                 )
 
     async def stop(self) -> None:
-        for pq in self.process_queues.values():
-            pq.dropped = True
-        for task in self._pulls.values():
+        async with self._lock:  # no rebalance may start pull loops while we stop them
+            for pq in self.process_queues.values():
+                pq.dropped = True
+            tasks = list(self._pulls.values())
+            self._pulls.clear()
+        for task in tasks:
             task.cancel()
-        for task in self._pulls.values():
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self._pulls.clear()
 
 
 def _now() -> float:
