@@ -117,7 +117,7 @@ async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, 
                 consumer.consume_service.submit(msgs, pq, mq, dispatch)
         elif result.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
             next_offset = result.next_begin_offset
-            if pq.msg_count == 0:
+            if pq.msg_count == 0 and consumer.advance_offset_when_idle:
                 consumer.offset_store.update(mq, next_offset, increase_only=True)
         else:  # PULL_OFFSET_MOVED: fix the offset, persist it, and let rebalance start the queue again
             log.warning("offset %d of %s is illegal; moving to %d", next_offset, mq, result.next_begin_offset)

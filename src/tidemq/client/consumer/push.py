@@ -109,6 +109,12 @@ class PushConsumer:
         self._inner_producer: Producer | None = None
         self._lock_task: asyncio.Task[None] | None = None
         self.started_at = 0
+        #: Clustering push consumers also consume their group's retry topic.
+        self.retry_subscription = True
+        self.consume_type = "CONSUME_PASSIVELY"
+        self.requires_subscription = True
+        #: With nothing cached, a filtered or empty pull moves the stored offset on (Java correctTagsOffset).
+        self.advance_offset_when_idle = True
 
     # --- configuration ------------------------------------------------------------------------------
 
@@ -152,13 +158,14 @@ class PushConsumer:
     async def start(self) -> None:
         if self.listener is None:
             raise MQClientError("no listener registered: call register_listener() before start()")
-        if not self.subscriptions:
+        if not self.subscriptions and self.requires_subscription:
             raise MQClientError("no subscription: call subscribe() before start()")
         self._instance = ClientInstance.get(self.config)
         if self.message_model is MessageModel.CLUSTERING:
             self._offset_store = RemoteBrokerOffsetStore(self._instance, self.group)
-            retry = RETRY_PREFIX + self.group
-            self.subscriptions[retry] = Subscription.parse(retry, "*")
+            if self.retry_subscription:
+                retry = RETRY_PREFIX + self.group
+                self.subscriptions[retry] = Subscription.parse(retry, "*")
         else:
             store = LocalFileOffsetStore(self.offset_store_dir, self._instance.client_id, self.group)
             store.load()
@@ -300,12 +307,16 @@ class PushConsumer:
     def heartbeat_data(self) -> dict[str, Any]:
         return {
             "groupName": self.group,
-            "consumeType": "CONSUME_PASSIVELY",
+            "consumeType": self.consume_type,
             "messageModel": self.message_model.value,
             "consumeFromWhere": self.consume_from_where.value,
             "unitMode": False,
             "subscriptionDataSet": [sub.to_json(topic) for topic, sub in self.subscriptions.items()],
         }
+
+    def assigned_queues(self, topic: str) -> set[MessageQueue] | None:
+        """Queues fixed by the user instead of rebalance (lite pull ``assign``); None: rebalance decides."""
+        return None
 
     def subscribed_topics(self) -> set[str]:
         return set(self.subscriptions)

@@ -49,7 +49,10 @@ class Rebalancer:
             log.warning("group %s: topic %s has no route yet", self.consumer.group, topic)
             return
         mq_all = route.subscribe_queues(topic)
-        if self.consumer.message_model is MessageModel.BROADCASTING:
+        assigned = self.consumer.assigned_queues(topic)
+        if assigned is not None:
+            mine = assigned & set(mq_all)
+        elif self.consumer.message_model is MessageModel.BROADCASTING:
             mine = set(mq_all)
         else:
             cids = await self._consumer_ids(route)
