@@ -1,1 +1,31 @@
-"""RocketMQ clients. They speak only the wire protocol, so they work against any 4.x broker."""
+"""RocketMQ clients. They speak only the wire protocol, so they work against any 4.x broker.
+
+asyncio API: ``Producer``, ``PushConsumer``, ``LitePullConsumer``; the same with ``Blocking`` in front for
+code that does not use asyncio.
+"""
+
+from tidemq.client.blocking import BlockingLitePullConsumer, BlockingProducer, BlockingPushConsumer
+from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel, PushConsumer
+from tidemq.client.consumer.lite_pull import LitePullConsumer
+from tidemq.client.instance import MQClientError
+from tidemq.client.message import Message, SendResult, SendStatus
+from tidemq.client.message_queue import MessageQueue
+from tidemq.client.producer import Producer
+
+__all__ = [
+    "BlockingLitePullConsumer",
+    "BlockingProducer",
+    "BlockingPushConsumer",
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeStatus",
+    "LitePullConsumer",
+    "MQClientError",
+    "Message",
+    "MessageModel",
+    "MessageQueue",
+    "Producer",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+]
