@@ -46,6 +46,7 @@ def main(log_level: str) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-from tidemq.cli import servers  # noqa: E402
+from tidemq.cli import admin, messages, servers  # noqa: E402
 
-servers.register(main)
+for _module in (servers, messages, admin):
+    _module.register(main)

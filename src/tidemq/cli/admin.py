@@ -1,0 +1,156 @@
+"""``tidemq topic``, ``tidemq group`` and ``tidemq message``: look at and manage what the servers hold."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+import orjson
+
+from tidemq.cli.messages import format_option, message_record, namesrv_option
+from tidemq.client.admin import Admin
+from tidemq.client.api import BrokerError
+from tidemq.client.instance import MQClientError
+from tidemq.remoting.transport import RemotingError
+
+T = TypeVar("T")
+
+
+def _run(namesrv: str, job: Callable[[Admin], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with Admin(namesrv) as admin:
+            return await job(admin)
+
+    try:
+        return asyncio.run(go())
+    except (MQClientError, BrokerError, RemotingError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> None:
+    widths = [max(len(str(x)) for x in [h, *(r[i] for r in rows)]) for i, h in enumerate(headers)]
+    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    for row in rows:
+        click.echo("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)))
+
+
+def register(main: click.Group) -> None:
+    @main.group()
+    def topic() -> None:
+        """Create and inspect topics."""
+
+    @topic.command("create")
+    @namesrv_option
+    @click.argument("name")
+    @click.option("--queues", type=click.IntRange(1, 1024), default=4, show_default=True)
+    @click.option("--cluster", default=None, help="Only the brokers of this cluster (default: every broker).")
+    def topic_create(namesrv: str, name: str, queues: int, cluster: str | None) -> None:
+        """Create (or update) a topic on every master broker."""
+        brokers = _run(namesrv, lambda a: a.create_topic(name, queues, cluster))
+        click.echo(f"topic {name}: {queues} queues on {', '.join(brokers)}")
+
+    @topic.command("list")
+    @namesrv_option
+    def topic_list(namesrv: str) -> None:
+        """Every topic the name server routes."""
+        for name in _run(namesrv, lambda a: a.topic_list()):
+            click.echo(name)
+
+    @topic.command("route")
+    @namesrv_option
+    @click.argument("name")
+    def topic_route(namesrv: str, name: str) -> None:
+        """The topic's route: brokers and their queue counts."""
+        route = _run(namesrv, lambda a: a.route(name))
+        data = {
+            "brokers": {
+                b.broker_name: {"cluster": b.cluster, "addrs": b.addrs} for b in route.brokers.values()
+            },
+            "queues": [
+                {
+                    "broker": q.broker_name,
+                    "read": q.read_queue_nums,
+                    "write": q.write_queue_nums,
+                    "perm": q.perm,
+                }
+                for q in route.queue_datas
+            ],
+        }
+        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+
+    @topic.command("stats")
+    @namesrv_option
+    @click.argument("name")
+    def topic_stats(namesrv: str, name: str) -> None:
+        """Min and max offset of every queue."""
+        rows = _run(namesrv, lambda a: a.topic_stats(name))
+        _table(
+            ["broker", "queue", "min", "max", "last update"],
+            [
+                [
+                    r["broker"],
+                    r["queue"],
+                    r["minOffset"],
+                    r["maxOffset"],
+                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["lastUpdateTimestamp"] / 1000))
+                    if r.get("lastUpdateTimestamp")
+                    else "-",
+                ]
+                for r in rows
+            ],
+        )
+
+    @main.group()
+    def group() -> None:
+        """Inspect consumer groups."""
+
+    @group.command("progress")
+    @namesrv_option
+    @click.argument("name")
+    @click.option("--topic", default=None)
+    @format_option
+    def group_progress(namesrv: str, name: str, topic: str | None, fmt: str) -> None:
+        """Per queue: the broker's max offset, the group's committed offset, and the lag."""
+        progress = _run(namesrv, lambda a: a.group_progress(name, topic))
+        rows = [
+            [t, p.broker_name, p.queue_id, p.broker_offset, p.consumer_offset, p.lag]
+            for t, items in sorted(progress.items())
+            for p in items
+        ]
+        if fmt == "json":
+            keys = ["topic", "broker", "queue", "broker_offset", "consumer_offset", "lag"]
+            for row in rows:
+                click.echo(orjson.dumps(dict(zip(keys, row, strict=True))).decode())
+            return
+        _table(["topic", "broker", "queue", "broker offset", "consumer offset", "lag"], rows)
+        click.echo(f"total lag: {sum(p.lag for items in progress.values() for p in items)}")
+
+    @main.group()
+    def message() -> None:
+        """Look messages up by id or key."""
+
+    @message.command("get")
+    @namesrv_option
+    @click.option("--id", "msg_id", required=True, help="Offset message id, or a unique key with --topic.")
+    @click.option("--topic", default=None)
+    def message_get(namesrv: str, msg_id: str, topic: str | None) -> None:
+        msg = _run(namesrv, lambda a: a.message_by_id(msg_id, topic))
+        click.echo(
+            orjson.dumps(
+                message_record(msg) | {"properties": msg.properties}, option=orjson.OPT_INDENT_2
+            ).decode()
+        )
+
+    @message.command("query")
+    @namesrv_option
+    @click.option("--topic", required=True)
+    @click.option("--key", required=True)
+    def message_query(namesrv: str, topic: str, key: str) -> None:
+        found = _run(namesrv, lambda a: a.query(topic, key))
+        if not found:
+            raise click.ClickException(f"no message with key {key!r} in {topic}")
+        for msg in found:
+            click.echo(orjson.dumps(message_record(msg)).decode())

@@ -1,0 +1,139 @@
+"""Admin operations the CLI needs (a small subset of Java's mqadmin), over the same client instance."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tidemq.client import api
+from tidemq.client.config import ClientConfig
+from tidemq.client.instance import ClientInstance, MQClientError
+from tidemq.client.route import MASTER_ID, TopicRoute
+from tidemq.remoting.codes import RequestCode
+from tidemq.remoting.message import MessageDecodeError, MessageExt, decode_offset_msg_id
+
+
+@dataclass(slots=True)
+class QueueProgress:
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.broker_offset - self.consumer_offset)
+
+
+class Admin:
+    def __init__(self, namesrv_addr: str) -> None:
+        self.instance = ClientInstance(
+            ClientConfig(namesrv_addr=namesrv_addr, instance_name=f"admin-{os.getpid()}")
+        )
+
+    async def close(self) -> None:
+        await self.instance.close()
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def cluster_masters(self, cluster: str | None = None) -> dict[str, str]:
+        """broker name -> master address, for one cluster or all."""
+        info = await self.instance.namesrv_call(
+            lambda c: api.call_json(c, RequestCode.GET_BROKER_CLUSTER_INFO)
+        )
+        names = set(info.get("clusterAddrTable", {}).get(cluster, [])) if cluster else None
+        out = {}
+        for name, data in (info.get("brokerAddrTable") or {}).items():
+            addrs = {int(k): v for k, v in (data.get("brokerAddrs") or {}).items()}
+            if MASTER_ID in addrs and (names is None or name in names):
+                out[name] = addrs[MASTER_ID]
+        return out
+
+    async def create_topic(self, topic: str, queues: int, cluster: str | None = None) -> list[str]:
+        masters = await self.cluster_masters(cluster)
+        if not masters:
+            raise MQClientError(f"no broker found{' in cluster ' + cluster if cluster else ''}")
+        for addr in masters.values():
+            await api.create_topic(await self.instance.connection(addr), topic, queues)
+        return sorted(masters)
+
+    async def topic_list(self) -> list[str]:
+        data = await self.instance.namesrv_call(
+            lambda c: api.call_json(c, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        )
+        return sorted(data.get("topicList") or [])
+
+    async def route(self, topic: str) -> TopicRoute:
+        route = await self.instance.update_route(topic)
+        if route is None:
+            raise MQClientError(f"topic {topic!r} does not exist (no route on the name server)")
+        return route
+
+    async def topic_stats(self, topic: str) -> list[dict[str, Any]]:
+        rows = []
+        for name, broker in sorted((await self.route(topic)).brokers.items()):
+            if MASTER_ID not in broker.addrs:
+                continue
+            conn = await self.instance.connection(broker.addrs[MASTER_ID])
+            data = await api.call_json(conn, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+            for key, stats in (data.get("offsetTable") or {}).items():
+                mq = dict(key) if isinstance(key, tuple) else {}
+                rows.append({"broker": name, "queue": int(mq.get("queueId", -1)), **stats})
+        return sorted(rows, key=lambda r: (r["broker"], r["queue"]))
+
+    async def group_progress(self, group: str, topic: str | None = None) -> dict[str, list[QueueProgress]]:
+        """Per topic: every queue's broker max offset, the group's committed offset and the lag."""
+        out: dict[str, list[QueueProgress]] = {}
+        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+        for name, addr in sorted((await self.cluster_masters()).items()):
+            data = await api.call_json(
+                await self.instance.connection(addr), RequestCode.GET_CONSUME_STATS, ext
+            )
+            for key, stats in ((data or {}).get("offsetTable") or {}).items():
+                mq = dict(key) if isinstance(key, tuple) else {}
+                out.setdefault(str(mq.get("topic")), []).append(
+                    QueueProgress(
+                        name,
+                        int(mq.get("queueId", -1)),
+                        int(stats.get("brokerOffset", 0)),
+                        int(stats.get("consumerOffset", 0)),
+                    )
+                )
+        for rows in out.values():
+            rows.sort(key=lambda p: (p.broker_name, p.queue_id))
+        return out
+
+    async def message_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """By offset message id (what the broker returns), or by UNIQ_KEY within ``topic``."""
+        try:
+            addr, offset = decode_offset_msg_id(msg_id)
+        except MessageDecodeError:
+            addr, offset = "", -1
+        if offset >= 0 and topic is None:
+            msg = await api.view_message(await self.instance.connection(addr), offset)
+            return msg
+        if topic is None:
+            raise MQClientError(
+                f"{msg_id!r} is not an offset message id; give --topic to look it up as a unique key"
+            )
+        found = await self.query(topic, msg_id, unique_key=True, max_num=1)
+        if not found:
+            raise MQClientError(f"no message {msg_id!r} in topic {topic!r}")
+        return found[0]
+
+    async def query(
+        self, topic: str, key: str, *, unique_key: bool = False, max_num: int = 32
+    ) -> list[MessageExt]:
+        found: list[MessageExt] = []
+        for name, broker in sorted((await self.route(topic)).brokers.items()):
+            if MASTER_ID in broker.addrs:
+                conn = await self.instance.connection(broker.addrs[MASTER_ID])
+                for msg in await api.query_message(conn, topic, key, max_num=max_num, unique_key=unique_key):
+                    msg.broker_name = name
+                    found.append(msg)
+        return found
