@@ -73,10 +73,12 @@ def test_consume_from_where_after_retention(tmp_path: Path) -> None:
             assert low > 0
             await asyncio.sleep(0.05)
             cut = time.time()
-            await asyncio.sleep(1.1)
+            # The search answers the *nearest* store time (spec 2.6) at one-second resolution: leave a gap
+            # such that the first new message is always nearer to the timestamp than the last old one.
+            await asyncio.sleep(2.1)
             await produce(namesrv, "Aged", 10, prefix="new")
             last, first, by_time = Collector(), Collector(), Collector()
-            stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(cut + 1))
+            stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(cut + 2))
             cs = [
                 consumer(namesrv, "AgedLast", "Aged", last),
                 consumer(namesrv, "AgedFirst", "Aged", first, consume_from_where=FIRST),
@@ -94,10 +96,19 @@ def test_consume_from_where_after_retention(tmp_path: Path) -> None:
             await wait_until(
                 lambda: len(first.distinct()) == 810 - low, what="first offset: all that is left"
             )
-            await produce(namesrv, "Aged", 3, prefix="live")
             await wait_until(
-                lambda: len(last.distinct()) == 3 and len(by_time.distinct()) == 13, what="the others"
+                lambda: all(any(q.topic == "Aged" for q in c.rebalancer.process_queues) for c in cs),
+                what="every group has placed its start offset",
             )
+            await produce(namesrv, "Aged", 3, prefix="live")
+            try:
+                await wait_until(
+                    lambda: len(last.distinct()) == 3 and len(by_time.distinct()) == 13, what="the others"
+                )
+            except AssertionError:
+                raise AssertionError(
+                    f"last={sorted(last.distinct())} by_time={sorted(by_time.distinct())}"
+                ) from None
             for c in cs:
                 await c.shutdown()
             assert last.distinct() == {b"live0", b"live1", b"live2"}, "LAST_OFFSET starts at the queue's end"
