@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
+from tidemq.client import api
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from tidemq.remoting.message import BatchItem, MessageExt, encode_batch, encode_properties, iter_records
 from tidemq.remoting.transport import RemotingConnection, connect
 
@@ -166,16 +166,11 @@ class RawClient:
             properties["TAGS"] = tags
         if keys:
             properties["KEYS"] = keys
-        header = SendMessageRequestHeader(
-            producer_group="PG",
-            topic=topic,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
+        header = api.send_header(
+            topic,
             queue_id=queue_id,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
             properties=encode_properties(properties),
+            producer_group="PG",
             reconsume_times=reconsume_times,
             max_reconsume_times=max_reconsume_times,
         )
@@ -184,17 +179,8 @@ class RawClient:
         return self._sent(resp)
 
     async def send_batch(self, topic: str, bodies: list[bytes], queue_id: int = 0) -> Sent:
-        header = SendMessageRequestHeader(
-            producer_group="PG",
-            topic=topic,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=queue_id,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties="WAIT\x01true",
-            batch=True,
+        header = api.send_header(
+            topic, queue_id=queue_id, properties="WAIT\x01true", producer_group="PG", batch=True
         )
         items = [
             BatchItem(0, b, encode_properties({"UNIQ_KEY": f"U{i:031d}", "KEYS": f"bk{i}"}))
@@ -227,25 +213,15 @@ class RawClient:
         commit_offset: int = 0,
         timeout: float = 5.0,
     ) -> tuple[RemotingCommand, list[MessageExt]]:
-        sys_flag = 0
-        if expression is not None:
-            sys_flag |= 0x4
-        if suspend_ms:
-            sys_flag |= 0x2
-        if commit_offset:
-            sys_flag |= 0x1
-        header = PullMessageRequestHeader(
-            consumer_group=group,
-            topic=topic,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=max_nums,
-            sys_flag=sys_flag,
+        header = api.pull_header(
+            group,
+            topic,
+            queue_id,
+            offset,
+            max_nums=max_nums,
+            expression=expression,
+            suspend_ms=suspend_ms,
             commit_offset=commit_offset,
-            suspend_timeout_millis=suspend_ms,
-            sub_version=0,
-            subscription=expression,
-            expression_type="TAG",
         )
         resp = await self.call(RequestCode.PULL_MESSAGE, header.to_ext(), timeout=timeout)
         msgs = list(iter_records(resp.body)) if resp.code == ResponseCode.SUCCESS else []

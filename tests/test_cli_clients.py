@@ -61,7 +61,8 @@ def test_produce_consume_and_progress_round_trip(server: ServerProcess) -> None:
         "no message twice"
     )
 
-    one = acks[0]
+    assert sorted(a["i"] for a in acks) == [0, 1, 2], "each ack names its input line"
+    one = next(a for a in acks if a["i"] == 0)
     by_id = tidemq("message", "get", "--id", one["offset_msg_id"], *ns)
     assert by_id.returncode == 0 and json.loads(by_id.stdout)["body"] == "alpha"
     by_uniq = tidemq("message", "get", "--id", one["msg_id"], "--topic", "CliTopic", *ns)

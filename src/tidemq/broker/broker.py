@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from tidemq.aio import cancel_and_wait
 from tidemq.broker.clients import ClientManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.locks import RebalanceLockManager
@@ -96,11 +97,7 @@ class Broker:
         )
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         await self._unregister_all()
         await self.schedule.close()
         await self.server.close()

@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from tidemq.aio import cancel_and_wait
 from tidemq.broker.topics import SCHEDULE_TOPIC
 from tidemq.remoting.message import Prop, decode_record
 from tidemq.store import StoreError
@@ -44,11 +45,7 @@ class ScheduleService:
         ]
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
 
     async def _run_level(self, level: int) -> None:
         store = self.broker.store

@@ -135,40 +135,14 @@ def register(main: click.Group) -> None:
         help="Stop after this many seconds.",
     )
     @format_option
-    def consume(
-        namesrv: str,
-        topic: str,
-        group: str,
-        expression: str,
-        from_where: str,
-        timestamp: str | None,
-        orderly: bool,
-        broadcast: bool,
-        count: int | None,
-        timeout: float | None,
-        fmt: str,
-    ) -> None:
+    def consume(**opts: Any) -> None:
         """Run a push consumer and print what it receives."""
         try:
-            received = asyncio.run(
-                _consume(
-                    namesrv,
-                    topic,
-                    group,
-                    expression,
-                    from_where,
-                    timestamp,
-                    orderly,
-                    broadcast,
-                    count,
-                    timeout,
-                    fmt,
-                )
-            )
+            received = asyncio.run(_consume(**opts))
         except (MQClientError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(f"consumed {received} messages", err=True)
-        if count is not None and received < count:
+        if opts["count"] is not None and received < opts["count"]:
             sys.exit(2)
 
 
@@ -197,6 +171,7 @@ async def _produce(
     started = time.monotonic()
     sent = 0
     pending: set[asyncio.Task[Any]] = set()
+    sequence: dict[asyncio.Task[Any], int] = {}  # which input line (or synthetic message) a send carries
     async with Producer(group, namesrv) as producer:
         with (
             click.progressbar(length=count, label="sending", file=sys.stderr)
@@ -206,13 +181,14 @@ async def _produce(
             for i, body in enumerate(bodies()):
                 msg = Message(topic, body, tags=tag, keys=keys.replace("{i}", str(i)) if keys else None)
                 task = asyncio.ensure_future(producer.send(msg))
+                sequence[task] = i
                 pending.add(task)
                 if len(pending) >= in_flight:
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    sent += _report(done, fmt, bar)
+                    sent += _report(done, sequence, fmt, bar)
             if pending:
                 done, _ = await asyncio.wait(pending)
-                sent += _report(done, fmt, bar)
+                sent += _report(done, sequence, fmt, bar)
     return sent, time.monotonic() - started
 
 
@@ -227,14 +203,16 @@ class _nullbar:
         return None
 
 
-def _report(done: set[asyncio.Task[Any]], fmt: str, bar: Any) -> int:
+def _report(done: set[asyncio.Task[Any]], sequence: dict[asyncio.Task[Any], int], fmt: str, bar: Any) -> int:
     for task in done:
         result = task.result()  # a failed send raises MQClientError: the command stops with its message
+        i = sequence.pop(task)
         if fmt == "json":
             mq = result.message_queue
             click.echo(
                 orjson.dumps(
                     {
+                        "i": i,
                         "msg_id": result.msg_id,
                         "offset_msg_id": result.offset_msg_id,
                         "topic": mq.topic,

@@ -45,6 +45,14 @@ def _check(resp: RemotingCommand, *ok: int) -> RemotingCommand:
     return resp
 
 
+async def _request(conn: RemotingConnection, request: RemotingCommand, oneway: bool, timeout: float) -> None:
+    """Send a request either oneway (no answer awaited) or checked."""
+    if oneway:
+        conn.invoke_oneway(request)
+    else:
+        _check(await conn.invoke(request, timeout))
+
+
 @dataclass(slots=True)
 class SendResult:
     offset_msg_id: str
@@ -62,6 +70,67 @@ class PullResult:
     messages: list[MessageExt]
 
 
+def send_header(
+    topic: str,
+    *,
+    queue_id: int = -1,
+    properties: str = "",
+    producer_group: str = "DEFAULT_PRODUCER",
+    sys_flag: int = 0,
+    batch: bool = False,
+    reconsume_times: int | None = None,
+    max_reconsume_times: int | None = None,
+    default_topic_queue_nums: int = 4,
+) -> SendMessageRequestHeader:
+    """The header of SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE; new topics are created from TBW102."""
+    return SendMessageRequestHeader(
+        producer_group=producer_group,
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=default_topic_queue_nums,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=properties,
+        reconsume_times=reconsume_times,
+        max_reconsume_times=max_reconsume_times,
+        batch=batch,
+    )
+
+
+def pull_header(
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    max_nums: int = 32,
+    expression: str | None = "*",
+    suspend_ms: int = 0,
+    commit_offset: int = 0,
+) -> PullMessageRequestHeader:
+    """PULL_MESSAGE's header; ``expression`` posts the subscription, None relies on the group's heartbeat."""
+    sys_flag = (PULL_FLAG_SUBSCRIPTION if expression is not None else 0) | (
+        PULL_FLAG_SUSPEND if suspend_ms else 0
+    )
+    if commit_offset > 0:
+        sys_flag |= PULL_FLAG_COMMIT_OFFSET
+    return PullMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=sys_flag,
+        commit_offset=commit_offset,
+        suspend_timeout_millis=suspend_ms,
+        sub_version=0,
+        subscription=expression,
+        expression_type="TAG",
+    )
+
+
 async def send_message(
     conn: RemotingConnection,
     topic: str,
@@ -73,16 +142,12 @@ async def send_message(
     sys_flag: int = 0,
     timeout: float = 3.0,
 ) -> SendResult:
-    header = SendMessageRequestHeader(
-        producer_group=producer_group,
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
+    header = send_header(
+        topic,
         queue_id=queue_id,
-        sys_flag=sys_flag,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
         properties=encode_properties(properties or {}),
+        producer_group=producer_group,
+        sys_flag=sys_flag,
     )
     request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_compact_ext(), body=body)
     return _send_result(await conn.invoke(request, timeout))
@@ -97,17 +162,8 @@ async def send_batch(
     producer_group: str = "DEFAULT_PRODUCER",
     timeout: float = 3.0,
 ) -> SendResult:
-    header = SendMessageRequestHeader(
-        producer_group=producer_group,
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=queue_id,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-        properties="WAIT\x01true",
-        batch=True,
+    header = send_header(
+        topic, queue_id=queue_id, properties="WAIT\x01true", producer_group=producer_group, batch=True
     )
     request = RemotingCommand(
         RequestCode.SEND_BATCH_MESSAGE, ext_fields=header.to_compact_ext(), body=encode_batch(items)
@@ -140,24 +196,15 @@ async def pull_message(
     commit_offset: int = 0,
     timeout: float = 30.0,
 ) -> PullResult:
-    """PULL_MESSAGE; ``expression`` posts the subscription, None relies on the group's heartbeat."""
-    sys_flag = (PULL_FLAG_SUBSCRIPTION if expression is not None else 0) | (
-        PULL_FLAG_SUSPEND if suspend_ms else 0
-    )
-    if commit_offset > 0:
-        sys_flag |= PULL_FLAG_COMMIT_OFFSET
-    header = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=max_nums,
-        sys_flag=sys_flag,
+    header = pull_header(
+        group,
+        topic,
+        queue_id,
+        offset,
+        max_nums=max_nums,
+        expression=expression,
+        suspend_ms=suspend_ms,
         commit_offset=commit_offset,
-        suspend_timeout_millis=suspend_ms,
-        sub_version=0,
-        subscription=expression,
-        expression_type="TAG",
     )
     resp = await conn.invoke(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext()), timeout)
     _check(
@@ -227,11 +274,7 @@ async def update_consumer_offset(
     timeout: float = 3.0,
 ) -> None:
     ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "commitOffset": str(offset)}
-    request = RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=ext)
-    if oneway:
-        conn.invoke_oneway(request)
-    else:
-        _check(await conn.invoke(request, timeout))
+    await _request(conn, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=ext), oneway, timeout)
 
 
 async def _queue_offset(
@@ -318,11 +361,7 @@ async def unlock_batch(
     timeout: float = 3.0,
 ) -> None:
     body = orjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": queues})
-    request = RemotingCommand(RequestCode.UNLOCK_BATCH_MQ, body=body)
-    if oneway:
-        conn.invoke_oneway(request)
-    else:
-        _check(await conn.invoke(request, timeout))
+    await _request(conn, RemotingCommand(RequestCode.UNLOCK_BATCH_MQ, body=body), oneway, timeout)
 
 
 async def unregister_client(

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from tidemq.aio import cancel_and_wait
 from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.message_queue import MessageQueue
@@ -166,11 +167,7 @@ class ClientInstance:
 
     async def close(self) -> None:
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()

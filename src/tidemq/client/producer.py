@@ -257,20 +257,16 @@ class Producer:
         if topic.startswith("%RETRY%"):
             reconsume = int(props.pop(Prop.RECONSUME_TIME, "0") or 0)
             max_reconsume = int(props.pop(Prop.MAX_RECONSUME_TIMES, "16") or 16)
-        return SendMessageRequestHeader(
-            producer_group=self.group,
-            topic=topic,
-            default_topic=AUTO_CREATE_TOPIC_KEY,
-            default_topic_queue_nums=self.default_topic_queue_nums,
+        return api.send_header(
+            topic,
             queue_id=queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
             properties=encode_properties(props),
+            producer_group=self.group,
+            sys_flag=sys_flag,
+            batch=batch,
             reconsume_times=reconsume,
             max_reconsume_times=max_reconsume,
-            batch=batch,
-            bname=None,
+            default_topic_queue_nums=self.default_topic_queue_nums,
         )
 
     async def _invoke(

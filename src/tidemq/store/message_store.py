@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tidemq.aio import cancel_and_wait
 from tidemq.remoting.message import (
     POS_PHYSICAL_OFFSET,
     POS_QUEUE_OFFSET,
@@ -468,11 +469,7 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         await self.flush_commitlog()
         await self.flush_queues()
         self.consumer_offsets.persist(force=True)

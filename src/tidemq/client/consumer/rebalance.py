@@ -9,6 +9,7 @@ import logging
 import random
 from typing import TYPE_CHECKING
 
+from tidemq.aio import cancel_and_wait
 from tidemq.client import api
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pulling import pull_loop
@@ -201,11 +202,7 @@ class Rebalancer:
                 pq.dropped = True
             tasks = list(self._pulls.values())
             self._pulls.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(tasks)
 
 
 def _now() -> float:
