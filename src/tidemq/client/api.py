@@ -68,6 +68,8 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt]
+    #: The broker's advice for the next pull of this queue: 0 the master, else a slave's broker id.
+    suggest_which_broker_id: int = 0
 
 
 def send_header(
@@ -217,7 +219,12 @@ async def pull_message(
     ext = resp.ext_fields
     messages = list(iter_records(resp.body)) if resp.code == ResponseCode.SUCCESS else []
     return PullResult(
-        resp.code, int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"]), messages
+        resp.code,
+        int(ext["nextBeginOffset"]),
+        int(ext["minOffset"]),
+        int(ext["maxOffset"]),
+        messages,
+        int(ext.get("suggestWhichBrokerId") or 0),
     )
 
 

@@ -17,6 +17,7 @@ from tidemq.client.consumer.offset_store import ReadMode
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import MessageModel, Subscription
 from tidemq.client.message_queue import MessageQueue
+from tidemq.client.route import MASTER_ID
 from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.message import MessageExt, Prop
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 DELAY_FLOW_CONTROL_S = 0.05
 DELAY_ON_ERROR_S = 3.0
+DELAY_BROKER_FLOW_CONTROL_S = 0.02
 DELAY_WHEN_PAUSED_S = 1.0
 DELAY_NOT_LOCKED_S = 3.0
 RETRY_PREFIX = "%RETRY%"
@@ -54,6 +56,7 @@ def prepare_pulled(
 async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
     flow_controls = 0
     previously_locked = False
+    broker_id = MASTER_ID  # which broker of the queue's broker name to pull from next, as the broker advises
     clustering = consumer.message_model is MessageModel.CLUSTERING
     while not pq.dropped and consumer.running:
         if consumer.paused:
@@ -84,9 +87,20 @@ async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, 
         if sub is None:
             await asyncio.sleep(DELAY_ON_ERROR_S)
             continue
-        commit = await consumer.offset_store.read(mq, ReadMode.MEMORY) if clustering else 0
+        addr = consumer.instance.brokers.get(mq.broker_name, {}).get(broker_id)
+        if addr is None:
+            broker_id = MASTER_ID  # the suggested slave is unknown: back to the master
+        # Only a master may take the committed offset along (Java clears the flag for slaves).
+        commit = (
+            await consumer.offset_store.read(mq, ReadMode.MEMORY)
+            if clustering and broker_id == MASTER_ID
+            else 0
+        )
         try:
-            conn = await consumer.instance.broker_connection(mq.broker_name)
+            if addr is None:
+                conn = await consumer.instance.broker_connection(mq.broker_name)
+            else:
+                conn = await consumer.instance.connection(addr)
             result = await api.pull_message(
                 conn,
                 consumer.group,
@@ -101,12 +115,20 @@ async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, 
             )
         except asyncio.CancelledError:
             raise
+        except api.BrokerError as exc:
+            delay = DELAY_BROKER_FLOW_CONTROL_S if exc.code == ResponseCode.FLOW_CONTROL else DELAY_ON_ERROR_S
+            log.warning("pull from %s refused: %s; retrying in %.2f s", mq, exc, delay)
+            broker_id = MASTER_ID
+            await asyncio.sleep(delay)
+            continue
         except Exception as exc:
+            broker_id = MASTER_ID
             if not pq.dropped:
                 log.warning("pull from %s failed: %s; retrying in %.0f s", mq, exc, DELAY_ON_ERROR_S)
                 await asyncio.sleep(DELAY_ON_ERROR_S)
             continue
         pq.last_pull_time = time.monotonic()
+        broker_id = result.suggest_which_broker_id
         if pq.is_dropped():
             return
         if result.code == ResponseCode.SUCCESS:
