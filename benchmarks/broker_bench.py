@@ -120,6 +120,7 @@ class Server:
             "--listen", HOST,
             "--namesrv-port", str(self.namesrv_port),
             "--broker-port", str(self.broker_port),
+            "--nsqd-tcp-port", "0",
             "--data-dir", str(self.data_dir),
             "--flush", self.flush,
         ]  # fmt: skip

@@ -38,12 +38,17 @@ class ServerProcess:
         self.extra = list(extra)
         self.namesrv_port = free_port()
         self.broker_port = free_port()
+        self.nsqd_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-{command}.log"
 
     @property
     def namesrv(self) -> str:
         return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def nsqd(self) -> str:
+        return f"127.0.0.1:{self.nsqd_port}"
 
     @property
     def broker(self) -> str:
@@ -55,6 +60,10 @@ class ServerProcess:
             args += ["--namesrv-port", str(self.namesrv_port)]
         if self.command in ("server", "broker"):
             args += ["--broker-port", str(self.broker_port), "--data-dir", str(self.data_dir)]
+        if self.command in ("server", "nsqd"):
+            args += ["--nsqd-tcp-port", str(self.nsqd_port)]
+        if self.command == "nsqd":
+            args += ["--data-dir", str(self.data_dir)]
         return args + self.extra
 
     def start(self, timeout: float = 20.0) -> ServerProcess:

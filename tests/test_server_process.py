@@ -125,6 +125,8 @@ def test_port_in_use_is_a_clear_one_line_error(tmp_path: Path) -> None:
             str(port),
             "--broker-port",
             str(free_port()),
+            "--nsqd-tcp-port",
+            str(free_port()),
         )
     assert result.returncode == 1
     assert "address already in use" in result.stderr and str(port) in result.stderr
@@ -172,6 +174,8 @@ def test_config_file_sets_options(tmp_path: Path) -> None:
             str(tmp_path / "data"),
             "--broker-port",
             str(server.broker_port),
+            "--nsqd-tcp-port",
+            str(server.nsqd_port),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

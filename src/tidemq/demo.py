@@ -62,6 +62,8 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
             str(ns_port),
             "--broker-port",
             str(broker_port),
+            "--nsqd-tcp-port",
+            "0",
         ],
         stdout=subprocess.PIPE,
         stderr=log,

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
 from tidemq.namesrv import NameServer
-from tidemq.store import StoreConfig
+from tidemq.nsq.config import NsqdConfig
+from tidemq.nsq.nsqd import Nsqd
+from tidemq.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +27,7 @@ class ServerPlan:
     namesrv_port: int = 9876
     broker: BrokerConfig | None = None
     store: StoreConfig | None = None
+    nsqd: NsqdConfig | None = None
     on_ready: Callable[[list[str]], None] | None = None
     components: list[object] = field(default_factory=list)
 
@@ -38,6 +41,8 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             loop.add_signal_handler(sig, stop.set)
     namesrv: NameServer | None = None
     broker: Broker | None = None
+    nsqd: Nsqd | None = None
+    own_store: MessageStore | None = None
     ready: list[str] = []
     try:
         if plan.namesrv_host is not None:
@@ -51,12 +56,26 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             broker = Broker(plan.broker, plan.store)
             await broker.start()
             ready.append(f"broker {plan.broker.broker_name} {plan.broker.advertised_addr}")
-        plan.components = [c for c in (namesrv, broker) if c is not None]
+        if plan.nsqd is not None:
+            if broker is not None:
+                store = broker.store  # one log store under both front-ends
+            else:
+                assert plan.store is not None
+                store = own_store = MessageStore(plan.store)
+                await own_store.start()
+            nsqd = Nsqd(plan.nsqd, store)
+            await nsqd.start()
+            ready.append(f"nsqd {plan.nsqd.tcp_host}:{nsqd.tcp_port}")
+        plan.components = [c for c in (namesrv, broker, nsqd) if c is not None]
         if plan.on_ready is not None:
             plan.on_ready(ready)
         await stop.wait()
         log.info("shutting down")
     finally:
+        if nsqd is not None:
+            await nsqd.close()
+        if own_store is not None:
+            await own_store.close()
         if broker is not None:
             await broker.close()
         if namesrv is not None:

@@ -12,6 +12,7 @@ import click
 
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
 from tidemq.embedded import ServerPlan, serve
+from tidemq.nsq.config import NsqdConfig
 from tidemq.store import FlushMode, StoreConfig, StoreError
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -133,7 +134,44 @@ def _ports(plan: ServerPlan) -> str:
         parts.append(f"namesrv {plan.namesrv_host}:{plan.namesrv_port}")
     if plan.broker is not None:
         parts.append(f"broker {plan.broker.listen_host}:{plan.broker.port}")
+    if plan.nsqd is not None:
+        parts.append(f"nsqd {plan.nsqd.tcp_host}:{plan.nsqd.tcp_port}")
     return ", ".join(parts)
+
+
+def _nsq_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--nsqd-tcp-port", type=click.IntRange(0, 65535), default=4150, show_default=True),
+        click.option(
+            "--msg-timeout",
+            "msg_timeout_ms",
+            type=click.IntRange(min=1000),
+            default=60_000,
+            show_default=True,
+            help="NSQ in-flight timeout (ms).",
+        ),
+        click.option(
+            "--max-msg-size",
+            type=click.IntRange(min=1),
+            default=1_048_576,
+            show_default=True,
+            help="NSQ max message body.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _nsqd_config(listen: str, opts: dict[str, Any]) -> NsqdConfig:
+    """Take the NSQ options out of ``opts`` (they are not the broker's)."""
+    return NsqdConfig(
+        tcp_host=listen,
+        tcp_port=opts.pop("nsqd_tcp_port"),
+        broadcast_address=listen,
+        msg_timeout_ms=opts.pop("msg_timeout_ms"),
+        max_msg_size=opts.pop("max_msg_size"),
+    )
 
 
 listen_option = click.option("--listen", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -149,6 +187,8 @@ def register(main: click.Group) -> None:
     @namesrv_port_option
     @_broker_options
     @_store_options
+    @_nsq_options
+    @click.option("--no-nsq", is_flag=True, help="Do not serve the NSQ protocol.")
     def server(
         listen: str,
         namesrv_port: int,
@@ -156,11 +196,29 @@ def register(main: click.Group) -> None:
         flush: str,
         segment_size: int,
         retention_hours: float,
+        no_nsq: bool,
         **opts: Any,
     ) -> None:
-        """Run a name server and a broker in one process (foreground; Ctrl-C stops it cleanly)."""
+        """Run a name server, a broker and an nsqd over one store (foreground; Ctrl-C stops it cleanly)."""
         store = _store_config(data_dir, flush, segment_size, retention_hours)
-        _run(ServerPlan(listen, namesrv_port, _broker_config(listen, [], opts), store))
+        nsqd = _nsqd_config(listen, opts)
+        _run(
+            ServerPlan(
+                listen, namesrv_port, _broker_config(listen, [], opts), store, None if no_nsq else nsqd
+            )
+        )
+
+    @main.command()
+    @_config_option()
+    @listen_option
+    @_store_options
+    @_nsq_options
+    def nsqd(
+        listen: str, data_dir: Path, flush: str, segment_size: int, retention_hours: float, **opts: Any
+    ) -> None:
+        """Run an nsqd-compatible server alone (its own store under --data-dir)."""
+        store = _store_config(data_dir, flush, segment_size, retention_hours)
+        _run(ServerPlan(None, 0, None, store, _nsqd_config(listen, opts)))
 
     @main.command()
     @_config_option()

@@ -211,6 +211,9 @@ class MessageStore:
     def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
 
+    def topic_names(self) -> set[str]:
+        return {t for t, _ in self._queues}
+
     def queue_ids(self, topic: str) -> list[int]:
         return sorted(q for t, q in self._queues if t == topic)
 

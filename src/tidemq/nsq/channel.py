@@ -1,0 +1,380 @@
+"""Topics and channels on tidemq's store (spec 2.2-2.7).
+
+A topic is a log in the store (topic ``nsq:<name>``, queue 0); the message id is the log offset in 16
+lower-case hex digits. A channel is a durable cursor over that log with its requeued, deferred and
+in-flight sets. What a channel persists (its cursor and every offset read but not finished, with its
+attempts) is enough to redeliver exactly the unfinished messages after a crash.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tidemq.remoting.message import decode_record
+from tidemq.store import GetStatus, MessageStore
+
+log = logging.getLogger(__name__)
+
+STORE_PREFIX = "nsq:"
+PROP_TIMESTAMP = "NSQ_TS"
+PROP_DEFER = "NSQ_DEFER"
+READ_AHEAD = 64
+
+
+def message_id(offset: int) -> bytes:
+    return f"{offset:016x}".encode()
+
+
+def offset_of(msg_id: bytes) -> int | None:
+    try:
+        return int(msg_id, 16)
+    except ValueError:
+        return None
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Subscriber(Protocol):
+    """What a channel needs from a connected consumer."""
+
+    client_id: str
+    rdy: int
+    in_flight: int
+    msg_timeout_ms: int
+    sample_rate: int
+
+    @property
+    def receiving(self) -> bool: ...
+
+    def send_message(self, timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _Stored:
+    offset: int
+    timestamp_ns: int
+    body: bytes
+    due_ms: int
+
+
+@dataclass(slots=True, eq=False)
+class InFlight:
+    offset: int
+    client: Subscriber
+    delivered_at: float
+    deadline: float
+
+
+@dataclass(slots=True)
+class ChannelStats:
+    message_count: int = 0
+    requeue_count: int = 0
+    timeout_count: int = 0
+    finish_count: int = 0
+
+
+class Channel:
+    def __init__(
+        self, topic: Topic, name: str, next_offset: int, pending: dict[int, int] | None = None
+    ) -> None:
+        self.topic = topic
+        self.name = name
+        self.ephemeral = name.endswith("#ephemeral")
+        self.paused = False
+        self.clients: list[Subscriber] = []
+        self.next_offset = next_offset
+        self.attempts: dict[int, int] = dict(pending or {})  # every read-but-unfinished offset
+        self.requeued: deque[int] = deque(sorted(self.attempts))
+        self.read_ahead: deque[_Stored] = deque()
+        self.deferred: list[tuple[int, int]] = []  # (due ms, offset)
+        self.in_flight: dict[bytes, InFlight] = {}
+        self._deadlines: list[tuple[float, bytes]] = []
+        self.stats = ChannelStats()
+        self.deleted = False
+
+    @property
+    def store(self) -> MessageStore:
+        return self.topic.store
+
+    # --- what is waiting ----------------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Messages waiting for delivery (nsqd's depth: not in flight, not deferred)."""
+        unread = max(0, self.store.max_offset(self.topic.store_topic, 0) - self.next_offset)
+        return unread + len(self.read_ahead) + len(self.requeued)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "paused": self.paused,
+            "next": self.next_offset,
+            "pending": {str(o): a for o, a in self.attempts.items()},
+        }
+
+    # --- delivery ------------------------------------------------------------------------------------
+
+    def pump(self) -> None:
+        """Hand waiting messages to subscribers with RDY credit left, until either runs out."""
+        if self.paused or self.topic.paused or self.deleted:
+            return
+        while True:
+            client = self._ready_client()
+            if client is None:
+                return
+            item = self._next()
+            if item is None:
+                return
+            if client.sample_rate and _sampled_out(client.sample_rate):
+                self.attempts.pop(item.offset, None)  # nsqd drops a sampled-out message for this channel
+                continue
+            self._deliver(client, item)
+
+    def _ready_client(self) -> Subscriber | None:
+        best: Subscriber | None = None
+        spare = 0
+        for client in self.clients:
+            room = client.rdy - client.in_flight
+            if client.receiving and room > spare:
+                best, spare = client, room
+        if best is not None:  # rotate so equally ready clients take turns
+            self.clients.remove(best)
+            self.clients.append(best)
+        return best
+
+    def _next(self) -> _Stored | None:
+        while self.requeued:
+            offset = self.requeued.popleft()
+            item = self._read_one(offset)
+            if item is None:
+                self.attempts.pop(offset, None)  # retention removed it
+            elif item.due_ms > now_ms():  # a deferred publish found again after a restart
+                heapq.heappush(self.deferred, (item.due_ms, offset))
+            else:
+                return item
+        if not self.read_ahead:
+            self._read_more()
+        return self.read_ahead.popleft() if self.read_ahead else None
+
+    def _read_more(self) -> None:
+        result = self.store.get(self.topic.store_topic, 0, self.next_offset, READ_AHEAD)
+        if result.status is GetStatus.OFFSET_TOO_SMALL:
+            log.warning(
+                "channel %s/%s: messages before %d were removed by retention",
+                self.topic.name,
+                self.name,
+                result.next_begin_offset,
+            )
+            self.next_offset = result.next_begin_offset
+            result = self.store.get(self.topic.store_topic, 0, self.next_offset, READ_AHEAD)
+        if result.status is not GetStatus.FOUND:
+            return
+        now = now_ms()
+        for data in result.messages:
+            item = self._decode(data)
+            self.attempts.setdefault(item.offset, 0)
+            if item.due_ms > now:
+                heapq.heappush(self.deferred, (item.due_ms, item.offset))
+            else:
+                self.read_ahead.append(item)
+        self.next_offset = result.next_begin_offset
+
+    def _read_one(self, offset: int) -> _Stored | None:
+        result = self.store.get(self.topic.store_topic, 0, offset, 1)
+        if result.status is not GetStatus.FOUND:
+            return None
+        return self._decode(result.messages[0])
+
+    @staticmethod
+    def _decode(data: bytes) -> _Stored:
+        msg = decode_record(data, decompress=False)
+        ts = int(msg.properties.get(PROP_TIMESTAMP) or msg.store_timestamp * 1_000_000)
+        defer = int(msg.properties.get(PROP_DEFER) or 0)
+        return _Stored(msg.queue_offset, ts, msg.body, msg.store_timestamp + defer if defer > 0 else 0)
+
+    def _deliver(self, client: Subscriber, item: _Stored) -> None:
+        attempts = self.attempts.get(item.offset, 0) + 1
+        self.attempts[item.offset] = attempts
+        msg_id = message_id(item.offset)
+        now = time.monotonic()
+        deadline = now + client.msg_timeout_ms / 1000
+        self.in_flight[msg_id] = InFlight(item.offset, client, now, deadline)
+        heapq.heappush(self._deadlines, (deadline, msg_id))
+        client.in_flight += 1
+        self.stats.message_count += 1
+        client.send_message(item.timestamp_ns, attempts, msg_id, item.body)
+
+    # --- answers from consumers -----------------------------------------------------------------------
+
+    def _owned(self, client: Subscriber, msg_id: bytes, verb: str) -> InFlight | str:
+        entry = self.in_flight.get(msg_id)
+        if entry is None:
+            return f"{verb} {msg_id.decode(errors='replace')} failed ID not in flight"
+        if entry.client is not client:
+            return f"{verb} {msg_id.decode(errors='replace')} failed client does not own message"
+        return entry
+
+    def finish(self, client: Subscriber, msg_id: bytes) -> str | None:
+        """FIN; returns the E_FIN_FAILED description when the id is not this client's in-flight message."""
+        entry = self._owned(client, msg_id, "FIN")
+        if isinstance(entry, str):
+            return entry
+        del self.in_flight[msg_id]
+        client.in_flight -= 1
+        self.attempts.pop(entry.offset, None)
+        self.stats.finish_count += 1
+        self.pump()
+        return None
+
+    def requeue(self, client: Subscriber, msg_id: bytes, delay_ms: int) -> str | None:
+        entry = self._owned(client, msg_id, "REQ")
+        if isinstance(entry, str):
+            return entry
+        del self.in_flight[msg_id]
+        client.in_flight -= 1
+        self.stats.requeue_count += 1
+        if delay_ms > 0:
+            heapq.heappush(self.deferred, (now_ms() + delay_ms, entry.offset))
+        else:
+            self.requeued.append(entry.offset)
+        self.pump()
+        return None
+
+    def touch(self, client: Subscriber, msg_id: bytes, max_msg_timeout_ms: int) -> str | None:
+        entry = self._owned(client, msg_id, "TOUCH")
+        if isinstance(entry, str):
+            return entry
+        now = time.monotonic()
+        entry.deadline = min(
+            now + client.msg_timeout_ms / 1000, entry.delivered_at + max_msg_timeout_ms / 1000
+        )
+        heapq.heappush(self._deadlines, (entry.deadline, msg_id))
+        return None
+
+    # --- timers --------------------------------------------------------------------------------------
+
+    def process_timers(self) -> bool:
+        """Requeue timed-out in-flight messages and release due deferred ones; True if anything moved."""
+        moved = False
+        now = time.monotonic()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            deadline, msg_id = heapq.heappop(self._deadlines)
+            entry = self.in_flight.get(msg_id)
+            if entry is None or entry.deadline != deadline:
+                continue  # finished, requeued or touched since
+            del self.in_flight[msg_id]
+            if entry.client in self.clients:
+                entry.client.in_flight -= 1
+            self.requeued.append(entry.offset)
+            self.stats.timeout_count += 1
+            moved = True
+        wall = now_ms()
+        while self.deferred and self.deferred[0][0] <= wall:
+            _, offset = heapq.heappop(self.deferred)
+            self.requeued.append(offset)
+            moved = True
+        if moved:
+            self.pump()
+        return moved
+
+    # --- membership and administration ------------------------------------------------------------------
+
+    def add_client(self, client: Subscriber) -> None:
+        self.clients.append(client)
+
+    def remove_client(self, client: Subscriber) -> None:
+        """A consumer left: its in-flight messages stay until they time out (spec 2.6)."""
+        if client in self.clients:
+            self.clients.remove(client)
+
+    def empty(self) -> None:
+        """Drop everything waiting, deferred and in flight (spec 2.7)."""
+        self.next_offset = self.store.max_offset(self.topic.store_topic, 0)
+        self.read_ahead.clear()
+        self.requeued.clear()
+        self.deferred.clear()
+        for entry in self.in_flight.values():
+            if entry.client in self.clients:
+                entry.client.in_flight = 0
+        self.in_flight.clear()
+        self._deadlines.clear()
+        self.attempts.clear()
+
+    def drop_overflow(self, limit: int) -> None:
+        """Ephemeral channels keep at most ``limit`` waiting messages, like nsqd's memory queue."""
+        backlog = self.store.max_offset(self.topic.store_topic, 0) - self.next_offset
+        if backlog > limit:
+            self.next_offset += backlog - limit
+
+
+def _sampled_out(rate: int) -> bool:
+    import random
+
+    return random.randrange(100) > rate
+
+
+@dataclass(slots=True)
+class Topic:
+    name: str
+    store: MessageStore
+    paused: bool = False
+    #: Where the backlog starts that the first channel to appear will receive.
+    backlog_offset: int = 0
+    channels: dict[str, Channel] = field(default_factory=dict)
+    on_change: Callable[[], None] | None = None
+
+    @property
+    def store_topic(self) -> str:
+        return STORE_PREFIX + self.name
+
+    @property
+    def ephemeral(self) -> bool:
+        return self.name.endswith("#ephemeral")
+
+    @property
+    def end_offset(self) -> int:
+        return self.store.max_offset(self.store_topic, 0)
+
+    def channel(self, name: str) -> Channel:
+        """Get or create; a new channel sees the backlog if it is the first, else only what comes next."""
+        ch = self.channels.get(name)
+        if ch is None:
+            start = self.backlog_offset if not self.channels else self.end_offset
+            ch = self.channels[name] = Channel(self, name, start)
+            if self.on_change is not None:
+                self.on_change()
+        return ch
+
+    def remove_channel(self, name: str) -> Channel | None:
+        ch = self.channels.pop(name, None)
+        if ch is not None:
+            ch.deleted = True
+            for client in list(ch.clients):
+                client.close()
+            if not self.channels:
+                self.backlog_offset = self.end_offset
+            if self.on_change is not None:
+                self.on_change()
+        return ch
+
+    def pump(self) -> None:
+        for ch in list(self.channels.values()):
+            ch.pump()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "paused": self.paused,
+            "backlog": self.backlog_offset,
+            "channels": [ch.snapshot() for ch in self.channels.values() if not ch.ephemeral] or None,
+        }

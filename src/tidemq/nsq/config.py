@@ -1,0 +1,40 @@
+"""nsqd settings: names and defaults of nsqd v1.3.0's flags (spec 2.1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+VERSION = "1.3.0"
+
+
+@dataclass(slots=True)
+class NsqdConfig:
+    tcp_host: str = "127.0.0.1"
+    tcp_port: int = 4150
+    http_port: int = 4151
+    broadcast_address: str = "127.0.0.1"
+    msg_timeout_ms: int = 60_000
+    max_msg_timeout_ms: int = 900_000
+    max_msg_size: int = 1_048_576
+    max_body_size: int = 5_242_880
+    max_req_timeout_ms: int = 3_600_000
+    client_timeout_ms: int = 60_000
+    max_heartbeat_interval_ms: int = 60_000
+    max_rdy_count: int = 2500
+    max_output_buffer_size: int = 65_536
+    output_buffer_timeout_ms: int = 250
+    min_output_buffer_timeout_ms: int = 25
+    max_output_buffer_timeout_ms: int = 30_000
+    #: A client that stops reading is disconnected once this much is waiting to be written to it.
+    max_pending_output_bytes: int = 16 * 1024 * 1024
+    mem_queue_size: int = 10_000
+    deflate: bool = True
+    max_deflate_level: int = 6
+    max_channel_consumers: int = 0
+    lookupd_tcp_addresses: list[str] = field(default_factory=list)
+    auth_http_addresses: list[str] = field(default_factory=list)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_required: bool = False
+    #: How often in-flight timeouts and deferred messages are checked.
+    queue_scan_interval_ms: int = 50

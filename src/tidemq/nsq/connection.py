@@ -1,0 +1,322 @@
+"""One client connection to nsqd: the TCP V2 state machine (spec 1.4-1.10)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+import zlib
+from collections import deque
+from typing import TYPE_CHECKING
+
+import orjson
+
+from tidemq.nsq import identify
+from tidemq.nsq.channel import Channel
+from tidemq.nsq.protocol import (
+    CLOSE_WAIT,
+    HEARTBEAT,
+    MESSAGE_HEADER,
+    OK,
+    Command,
+    CommandParser,
+    FrameType,
+    NSQError,
+    decode_mpub,
+    encode_frame,
+    parse_int,
+    valid_name,
+)
+
+if TYPE_CHECKING:
+    from tidemq.nsq.nsqd import Nsqd
+
+log = logging.getLogger(__name__)
+
+
+class State(enum.IntEnum):
+    INIT = 0
+    SUBSCRIBED = 3
+    CLOSING = 4
+
+
+class NsqConnection(asyncio.Protocol):
+    def __init__(self, nsqd: Nsqd) -> None:
+        cfg = nsqd.config
+        self.nsqd = nsqd
+        self.parser = CommandParser(cfg.max_body_size, cfg.max_msg_size)
+        self.transport: asyncio.Transport | None = None
+        self.state = State.INIT
+        self.client_id = ""
+        self.hostname = ""
+        self.user_agent = ""
+        self.remote = ""
+        self.rdy = 0
+        self.in_flight = 0
+        self.msg_timeout_ms = cfg.msg_timeout_ms
+        self.sample_rate = 0
+        self.heartbeat_interval_ms = cfg.client_timeout_ms // 2
+        self.channel: Channel | None = None
+        self.connected_at = time.time()
+        self.last_read = time.monotonic()
+        self.stats = {"message_count": 0, "finish_count": 0, "requeue_count": 0}
+        self._commands: deque[Command | NSQError] = deque()
+        self._worker: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._deflate_out: zlib._Compress | None = None
+        self._deflate_in: zlib._Decompress | None = None
+        self._identified = False
+        self._closed = False
+
+    # --- asyncio.Protocol -----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.remote = f"{peer[0]}:{peer[1]}" if peer else ""
+        self.client_id = self.hostname = peer[0] if peer else ""
+        self.nsqd.connections.add(self)
+        self._heartbeat = asyncio.ensure_future(self._heartbeats())
+
+    def data_received(self, data: bytes) -> None:
+        self.last_read = time.monotonic()
+        if self._deflate_in is not None:
+            data = self._deflate_in.decompress(data)
+        self._commands.extend(self.parser.feed(data))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.ensure_future(self._work())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.nsqd.connections.discard(self)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        if self.channel is not None:
+            self.nsqd.unsubscribe(self.channel, self)
+
+    # --- output ---------------------------------------------------------------------------------------
+
+    @property
+    def receiving(self) -> bool:
+        return self.state is State.SUBSCRIBED and not self._closed
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self._deflate_out is not None:
+            data = self._deflate_out.compress(data) + self._deflate_out.flush(zlib.Z_SYNC_FLUSH)
+        self.transport.write(data)
+        if self.transport.get_write_buffer_size() > self.nsqd.config.max_pending_output_bytes:
+            log.warning(
+                "client %s is not reading: %d bytes pending; disconnecting it",
+                self.remote,
+                self.transport.get_write_buffer_size(),
+            )
+            self.transport.abort()
+
+    def send_response(self, data: bytes) -> None:
+        self._write(encode_frame(FrameType.RESPONSE, data))
+
+    def send_error(self, err: NSQError) -> None:
+        self._write(encode_frame(FrameType.ERROR, err.payload))
+
+    def send_message(self, timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> None:
+        self.stats["message_count"] += 1
+        payload = MESSAGE_HEADER.pack(timestamp_ns, attempts & 0xFFFF, msg_id) + body
+        self._write(encode_frame(FrameType.MESSAGE, payload))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    async def _heartbeats(self) -> None:
+        """Heartbeat every interval; two missed beats (no bytes in 2 intervals) end the connection."""
+        while True:
+            interval = self.heartbeat_interval_ms / 1000
+            if interval <= 0:
+                await asyncio.sleep(1.0)
+                continue
+            await asyncio.sleep(interval)
+            if time.monotonic() - self.last_read > 2 * interval:
+                log.info("client %s missed two heartbeats; closing", self.remote)
+                self.close()
+                return
+            self.send_response(HEARTBEAT)
+
+    # --- commands -------------------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        while self._commands and not self._closed:
+            item = self._commands.popleft()
+            try:
+                if isinstance(item, NSQError):
+                    raise item
+                await self._handle(item)
+            except NSQError as err:
+                self.send_error(err)
+                if err.fatal:
+                    log.info("client %s: %s; closing", self.remote, err)
+                    self._commands.clear()
+                    self.close()
+                    return
+
+    async def _handle(self, cmd: Command) -> None:
+        handler = _HANDLERS.get(cmd.name)
+        if handler is None:
+            raise NSQError("E_INVALID", f"invalid command {cmd.name.decode(errors='replace')}")
+        await handler(self, cmd)
+
+    def _require_state(self, cmd: Command, *states: State) -> None:
+        if self.state not in states:
+            raise NSQError("E_INVALID", f"cannot {cmd.name.decode()} in current state")
+
+    async def identify(self, cmd: Command) -> None:
+        self._require_state(cmd, State.INIT)
+        try:
+            data = orjson.loads(cmd.body or b"")
+        except orjson.JSONDecodeError:
+            raise NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
+        n = identify.negotiate(data, self.nsqd.config, self.remote.rsplit(":", 1)[0])
+        self.client_id, self.hostname, self.user_agent = n.client_id, n.hostname, n.user_agent
+        self.msg_timeout_ms, self.sample_rate = n.msg_timeout_ms, n.sample_rate
+        if not self._identified:
+            self.heartbeat_interval_ms = n.heartbeat_interval_ms
+            if self._heartbeat is not None:  # restart on the negotiated interval
+                self._heartbeat.cancel()
+            self._heartbeat = asyncio.ensure_future(self._heartbeats())
+        self._identified = True
+        if not n.feature_negotiation:
+            self.send_response(OK)
+            return
+        self.send_response(orjson.dumps(identify.response(n, self.nsqd.config, self.nsqd.auth_required)))
+        if n.deflate:
+            self._deflate_out = zlib.compressobj(n.deflate_level, zlib.DEFLATED, -15)
+            self._deflate_in = zlib.decompressobj(-15)
+            self.send_response(OK)
+
+    async def auth(self, cmd: Command) -> None:
+        if cmd.params:
+            raise NSQError("E_INVALID", "AUTH invalid number of parameters")
+        raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
+
+    async def sub(self, cmd: Command) -> None:
+        self._require_state(cmd, State.INIT)
+        if self.heartbeat_interval_ms <= 0:
+            raise NSQError("E_INVALID", "cannot SUB with heartbeats disabled")
+        if len(cmd.params) < 2:
+            raise NSQError("E_INVALID", "SUB insufficient number of parameters")
+        topic, channel = cmd.params[0].decode(errors="replace"), cmd.params[1].decode(errors="replace")
+        if not valid_name(topic):
+            raise NSQError("E_BAD_TOPIC", f"SUB topic name {topic!r} is not valid")
+        if not valid_name(channel):
+            raise NSQError("E_BAD_CHANNEL", f"SUB channel name {channel!r} is not valid")
+        self.channel = self.nsqd.subscribe(topic, channel, self)
+        self.state = State.SUBSCRIBED
+        self.send_response(OK)
+
+    async def ready(self, cmd: Command) -> None:
+        if self.state is State.CLOSING:
+            return
+        self._require_state(cmd, State.SUBSCRIBED)
+        count = parse_int(cmd.params[0], "RDY count") if cmd.params else 1
+        if count > self.nsqd.config.max_rdy_count:
+            raise NSQError("E_INVALID", f"RDY count {count} out of range 0-{self.nsqd.config.max_rdy_count}")
+        self.rdy = count
+        if self.channel is not None:
+            self.channel.pump()
+
+    def _message_id(self, cmd: Command, verb: str) -> bytes:
+        self._require_state(cmd, State.SUBSCRIBED, State.CLOSING)
+        if not cmd.params:
+            raise NSQError("E_INVALID", f"{verb} insufficient number of params")
+        if len(cmd.params[0]) != 16:
+            raise NSQError("E_INVALID", f"{verb} invalid message ID")
+        return cmd.params[0]
+
+    async def fin(self, cmd: Command) -> None:
+        msg_id = self._message_id(cmd, "FIN")
+        assert self.channel is not None
+        problem = self.channel.finish(self, msg_id)
+        if problem:
+            raise NSQError("E_FIN_FAILED", problem, fatal=False)
+        self.stats["finish_count"] += 1
+
+    async def req(self, cmd: Command) -> None:
+        msg_id = self._message_id(cmd, "REQ")
+        if len(cmd.params) < 2:
+            raise NSQError("E_INVALID", "REQ insufficient number of params")
+        delay = min(parse_int(cmd.params[1], "REQ timeout"), self.nsqd.config.max_req_timeout_ms)
+        assert self.channel is not None
+        problem = self.channel.requeue(self, msg_id, delay)
+        if problem:
+            raise NSQError("E_REQ_FAILED", problem, fatal=False)
+        self.stats["requeue_count"] += 1
+
+    async def touch(self, cmd: Command) -> None:
+        msg_id = self._message_id(cmd, "TOUCH")
+        assert self.channel is not None
+        problem = self.channel.touch(self, msg_id, self.nsqd.config.max_msg_timeout_ms)
+        if problem:
+            raise NSQError("E_TOUCH_FAILED", problem, fatal=False)
+
+    async def cls(self, cmd: Command) -> None:
+        self._require_state(cmd, State.SUBSCRIBED)
+        self.rdy = 0
+        self.state = State.CLOSING
+        self.send_response(CLOSE_WAIT)
+
+    async def nop(self, cmd: Command) -> None:
+        return None
+
+    def _topic_param(self, cmd: Command) -> str:
+        if not cmd.params:
+            raise NSQError("E_INVALID", f"{cmd.name.decode()} insufficient number of parameters")
+        topic = cmd.params[0].decode(errors="replace")
+        if not valid_name(topic):
+            raise NSQError("E_BAD_TOPIC", f"{cmd.name.decode()} topic name {topic!r} is not valid")
+        return topic
+
+    async def pub(self, cmd: Command) -> None:
+        topic = self._topic_param(cmd)
+        await self.nsqd.publish(topic, [cmd.body or b""], error_code="E_PUB_FAILED")
+        self.send_response(OK)
+
+    async def mpub(self, cmd: Command) -> None:
+        if not cmd.params:
+            raise NSQError("E_INVALID", "MPUB insufficient number of parameters")
+        topic = cmd.params[0].decode(errors="replace")
+        if not valid_name(topic):
+            raise NSQError("E_BAD_TOPIC", f"E_BAD_TOPIC MPUB topic name {topic!r} is not valid")
+        bodies = decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size)
+        await self.nsqd.publish(topic, bodies, error_code="E_MPUB_FAILED")
+        self.send_response(OK)
+
+    async def dpub(self, cmd: Command) -> None:
+        topic = self._topic_param(cmd)
+        if len(cmd.params) < 2:
+            raise NSQError("E_INVALID", "DPUB insufficient number of parameters")
+        delay = parse_int(cmd.params[1], "DPUB timeout")
+        if delay > self.nsqd.config.max_req_timeout_ms:
+            raise NSQError(
+                "E_INVALID", f"DPUB timeout {delay} out of range 0-{self.nsqd.config.max_req_timeout_ms}"
+            )
+        await self.nsqd.publish(topic, [cmd.body or b""], defer_ms=delay, error_code="E_DPUB_FAILED")
+        self.send_response(OK)
+
+
+_HANDLERS = {
+    b"IDENTIFY": NsqConnection.identify,
+    b"AUTH": NsqConnection.auth,
+    b"SUB": NsqConnection.sub,
+    b"RDY": NsqConnection.ready,
+    b"FIN": NsqConnection.fin,
+    b"REQ": NsqConnection.req,
+    b"TOUCH": NsqConnection.touch,
+    b"CLS": NsqConnection.cls,
+    b"NOP": NsqConnection.nop,
+    b"PUB": NsqConnection.pub,
+    b"MPUB": NsqConnection.mpub,
+    b"DPUB": NsqConnection.dpub,
+}

@@ -1,0 +1,119 @@
+"""IDENTIFY negotiation (spec 1.6-1.7): validate what the client asks for, answer what it gets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tidemq.nsq.config import VERSION, NsqdConfig
+from tidemq.nsq.protocol import NSQError
+
+
+@dataclass(slots=True)
+class Negotiated:
+    client_id: str
+    hostname: str
+    user_agent: str
+    feature_negotiation: bool
+    heartbeat_interval_ms: int
+    output_buffer_size: int
+    output_buffer_timeout_ms: int
+    deflate: bool
+    deflate_level: int
+    sample_rate: int
+    msg_timeout_ms: int
+
+
+def _int(data: dict[str, Any], key: str) -> int:
+    value = data.get(key, 0)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise NSQError("E_BAD_BODY", f"IDENTIFY {key} must be an integer, got {value!r}")
+    return value
+
+
+def _bool(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise NSQError("E_BAD_BODY", f"IDENTIFY {key} must be a boolean, got {value!r}")
+    return value
+
+
+def _str(data: dict[str, Any], key: str, default: str) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        raise NSQError("E_BAD_BODY", f"IDENTIFY {key} must be a string, got {value!r}")
+    return value
+
+
+def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
+    if not isinstance(data, dict):
+        raise NSQError("E_BAD_BODY", "IDENTIFY body must be a JSON object")
+    heartbeat = _int(data, "heartbeat_interval")
+    if heartbeat == 0:
+        heartbeat = cfg.client_timeout_ms // 2
+    elif heartbeat != -1 and not 1000 <= heartbeat <= cfg.max_heartbeat_interval_ms:
+        raise NSQError("E_BAD_BODY", f"IDENTIFY heartbeat interval ({heartbeat}) is invalid")
+    buffer_size = _int(data, "output_buffer_size")
+    if buffer_size == 0:
+        buffer_size = 16384
+    elif buffer_size != -1 and not 64 <= buffer_size <= cfg.max_output_buffer_size:
+        raise NSQError("E_BAD_BODY", f"IDENTIFY output buffer size ({buffer_size}) is invalid")
+    buffer_timeout = _int(data, "output_buffer_timeout")
+    if buffer_timeout == 0:
+        buffer_timeout = cfg.output_buffer_timeout_ms
+    elif (
+        buffer_timeout != -1
+        and not cfg.min_output_buffer_timeout_ms <= buffer_timeout <= cfg.max_output_buffer_timeout_ms
+    ):
+        raise NSQError("E_BAD_BODY", f"IDENTIFY output buffer timeout ({buffer_timeout}) is invalid")
+    sample_rate = _int(data, "sample_rate")
+    if not 0 <= sample_rate <= 99:
+        raise NSQError("E_BAD_BODY", f"IDENTIFY sample rate ({sample_rate}) is invalid")
+    msg_timeout = _int(data, "msg_timeout")
+    if msg_timeout == 0:
+        msg_timeout = cfg.msg_timeout_ms
+    elif not 1000 <= msg_timeout <= cfg.max_msg_timeout_ms:
+        raise NSQError("E_BAD_BODY", f"IDENTIFY msg timeout ({msg_timeout}) is invalid")
+    level = _int(data, "deflate_level")
+    level = cfg.max_deflate_level if level <= 0 else min(level, cfg.max_deflate_level)
+    negotiation = _bool(data, "feature_negotiation")
+    deflate = negotiation and cfg.deflate and _bool(data, "deflate")
+    if negotiation and _bool(data, "snappy") and deflate:
+        raise NSQError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
+    _bool(data, "tls_v1")
+    return Negotiated(
+        client_id=_str(data, "client_id", ""),
+        hostname=_str(data, "hostname", remote_ip),
+        user_agent=_str(data, "user_agent", ""),
+        feature_negotiation=negotiation,
+        heartbeat_interval_ms=heartbeat,
+        output_buffer_size=buffer_size,
+        output_buffer_timeout_ms=buffer_timeout,
+        deflate=deflate,
+        deflate_level=level,
+        sample_rate=sample_rate,
+        msg_timeout_ms=msg_timeout,
+    )
+
+
+def response(n: Negotiated, cfg: NsqdConfig, auth_required: bool) -> dict[str, Any]:
+    """The JSON IDENTIFY answer, in nsqd's field order. TLS and snappy are not offered (yet)."""
+    return {
+        "max_rdy_count": cfg.max_rdy_count,
+        "version": VERSION,
+        "max_msg_timeout": cfg.max_msg_timeout_ms,
+        "msg_timeout": n.msg_timeout_ms,
+        "tls_v1": False,
+        "deflate": n.deflate,
+        "deflate_level": n.deflate_level,
+        "max_deflate_level": cfg.max_deflate_level,
+        "snappy": False,
+        "sample_rate": n.sample_rate,
+        "auth_required": auth_required,
+        "output_buffer_size": n.output_buffer_size,
+        "output_buffer_timeout": n.output_buffer_timeout_ms,
+        "topology_region": "",
+        "topology_zone": "",
+    }

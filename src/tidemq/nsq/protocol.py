@@ -1,0 +1,251 @@
+"""Sans-IO codec of NSQ's TCP protocol V2 (spec section 1): commands in, frames out, and back.
+
+Both directions live here: the server parses commands and writes frames; a client writes commands and
+parses frames. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+MAGIC_V2 = b"  V2"
+MAX_LINE = 16 * 1024
+HEARTBEAT = b"_heartbeat_"
+OK = b"OK"
+CLOSE_WAIT = b"CLOSE_WAIT"
+MESSAGE_HEADER = struct.Struct(">qH16s")  # timestamp ns, attempts, id
+_SIZE = struct.Struct(">i")
+_FRAME_HEAD = struct.Struct(">ii")
+_NAME = re.compile(r"^[.a-zA-Z0-9_-]+(#ephemeral)?$")
+MAX_MPUB_COUNT = 1_048_575  # (max body size - 4) / 5, as nsqd bounds it
+BODY_COMMANDS = frozenset({b"IDENTIFY", b"AUTH", b"PUB", b"DPUB", b"MPUB"})
+
+
+class FrameType(enum.IntEnum):
+    RESPONSE = 0
+    ERROR = 1
+    MESSAGE = 2
+
+
+class NSQError(Exception):
+    """An error frame: ``code`` (E_INVALID, ...) and whether the connection must close after it."""
+
+    def __init__(self, code: str, description: str, fatal: bool = True) -> None:
+        super().__init__(f"{code} {description}")
+        self.code = code
+        self.description = description
+        self.fatal = fatal
+
+    @property
+    def payload(self) -> bytes:
+        return f"{self.code} {self.description}".encode()
+
+
+def valid_name(name: str) -> bool:
+    """Topic and channel names: ``[.a-zA-Z0-9_-]+`` with an optional ``#ephemeral``, 1..64 bytes."""
+    return 0 < len(name.encode()) <= 64 and _NAME.match(name) is not None
+
+
+def is_ephemeral(name: str) -> bool:
+    return name.endswith("#ephemeral")
+
+
+# --- frames (server -> client) ----------------------------------------------------------------------
+
+
+def encode_frame(frame_type: int, data: bytes) -> bytes:
+    return _FRAME_HEAD.pack(4 + len(data), frame_type) + data
+
+
+def encode_message(timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> bytes:
+    """A message frame, header included."""
+    return (
+        _FRAME_HEAD.pack(4 + MESSAGE_HEADER.size + len(body), FrameType.MESSAGE)
+        + MESSAGE_HEADER.pack(timestamp_ns, attempts & 0xFFFF, msg_id)
+        + body
+    )
+
+
+@dataclass(slots=True)
+class Message:
+    timestamp: int
+    attempts: int
+    id: bytes
+    body: bytes
+
+
+def decode_message(data: bytes | memoryview) -> Message:
+    if len(data) < MESSAGE_HEADER.size:
+        raise NSQError("E_BAD_MESSAGE", f"message frame of {len(data)} bytes is shorter than 26")
+    ts, attempts, msg_id = MESSAGE_HEADER.unpack_from(data, 0)
+    return Message(ts, attempts, msg_id, bytes(data[MESSAGE_HEADER.size :]))
+
+
+class FrameParser:
+    """Client side: bytes in, ``(frame_type, data)`` out."""
+
+    def __init__(self, max_frame: int = 64 * 1024 * 1024) -> None:
+        self._buf = bytearray()
+        self.max_frame = max_frame
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        buf = self._buf
+        buf += data
+        out = []
+        pos = 0
+        while len(buf) - pos >= 8:
+            size, frame_type = _FRAME_HEAD.unpack_from(buf, pos)
+            if size < 4 or size > self.max_frame:
+                raise NSQError("E_BAD_FRAME", f"frame size {size} out of range")
+            if len(buf) - pos - 4 < size:
+                break
+            out.append((frame_type, bytes(buf[pos + 8 : pos + 4 + size])))
+            pos += 4 + size
+        del buf[:pos]
+        return out
+
+
+# --- commands (client -> server) ----------------------------------------------------------------------
+
+
+def encode_command(name: str, *params: str | bytes, body: bytes | None = None) -> bytes:
+    parts = [name.encode()] + [p if isinstance(p, bytes) else p.encode() for p in params]
+    line = b" ".join(parts) + b"\n"
+    return line if body is None else line + _SIZE.pack(len(body)) + body
+
+
+def encode_mpub(topic: str, bodies: list[bytes]) -> bytes:
+    payload = _SIZE.pack(len(bodies)) + b"".join(_SIZE.pack(len(b)) + b for b in bodies)
+    return encode_command("MPUB", topic, body=payload)
+
+
+def decode_mpub(body: bytes, max_msg_size: int) -> list[bytes]:
+    """MPUB's body: a count, then length-prefixed messages; all or nothing (spec 1.5)."""
+    if len(body) < 4:
+        raise NSQError("E_BAD_BODY", "MPUB failed to read message count")
+    (count,) = _SIZE.unpack_from(body, 0)
+    if count <= 0 or count > MAX_MPUB_COUNT or count * 4 > len(body) - 4:
+        raise NSQError("E_BAD_BODY", f"MPUB invalid message count {count}")
+    pos = 4
+    msgs = []
+    for _ in range(count):
+        if pos + 4 > len(body):
+            raise NSQError("E_BAD_BODY", "MPUB failed to read message body size")
+        (size,) = _SIZE.unpack_from(body, pos)
+        pos += 4
+        if size <= 0 or size > max_msg_size:
+            raise NSQError("E_BAD_MESSAGE", f"MPUB invalid message body size {size}")
+        if pos + size > len(body):
+            raise NSQError("E_BAD_BODY", "MPUB failed to read message body")
+        msgs.append(body[pos : pos + size])
+        pos += size
+    if pos != len(body):
+        raise NSQError("E_BAD_BODY", f"MPUB body has {len(body) - pos} bytes past its {count} messages")
+    return msgs
+
+
+@dataclass(slots=True)
+class Command:
+    name: bytes
+    params: list[bytes]
+    body: bytes | None = None
+
+
+class CommandParser:
+    """Server side: the magic, then command lines and their bodies.
+
+    Body sizes are checked against the limits before the body is buffered, so an oversized PUB is refused
+    without reading it. An error is yielded in place of the command; a fatal one ends parsing.
+    """
+
+    def __init__(self, max_body_size: int = 5 * 1024 * 1024, max_msg_size: int = 1024 * 1024) -> None:
+        self._buf = bytearray()
+        self._magic_seen = False
+        self._pending: Command | None = None
+        self._body_size = -1
+        self.max_body_size = max_body_size
+        self.max_msg_size = max_msg_size
+        self.broken = False
+
+    def feed(self, data: bytes) -> Iterator[Command | NSQError]:
+        if self.broken:
+            return
+        self._buf += data
+        if not self._magic_seen:
+            if len(self._buf) < 4:
+                return
+            if bytes(self._buf[:4]) != MAGIC_V2:
+                self.broken = True
+                yield NSQError(
+                    "E_BAD_PROTOCOL", f"client sent an invalid protocol version {bytes(self._buf[:4])!r}"
+                )
+                return
+            del self._buf[:4]
+            self._magic_seen = True
+        while not self.broken:
+            item = self._next()
+            if item is None:
+                return
+            if isinstance(item, NSQError) and item.fatal:
+                self.broken = True
+            yield item
+
+    def _next(self) -> Command | NSQError | None:
+        buf = self._buf
+        if self._pending is not None:
+            if self._body_size < 0:
+                if len(buf) < 4:
+                    return None
+                (size,) = _SIZE.unpack_from(buf, 0)
+                del buf[:4]
+                problem = self._body_size_problem(self._pending.name, size)
+                if problem is not None:
+                    return problem
+                self._body_size = size
+            if len(buf) < self._body_size:
+                return None
+            cmd = self._pending
+            cmd.body = bytes(buf[: self._body_size])
+            del buf[: self._body_size]
+            self._pending, self._body_size = None, -1
+            return cmd
+        end = buf.find(b"\n")
+        if end < 0:
+            if len(buf) > MAX_LINE:
+                return NSQError("E_INVALID", f"command line longer than {MAX_LINE} bytes")
+            return None
+        line = bytes(buf[:end])
+        del buf[: end + 1]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        name, *params = line.split(b" ")
+        cmd = Command(name, params)
+        if name in BODY_COMMANDS:
+            self._pending = cmd
+            return self._next()
+        return cmd
+
+    def _body_size_problem(self, name: bytes, size: int) -> NSQError | None:
+        verb = name.decode()
+        if name in (b"PUB", b"DPUB"):
+            if size <= 0:
+                return NSQError("E_BAD_MESSAGE", f"{verb} invalid message body size {size}")
+            if size > self.max_msg_size:
+                return NSQError("E_BAD_MESSAGE", f"{verb} message too big {size} > {self.max_msg_size}")
+            return None
+        if size <= 0:
+            return NSQError("E_BAD_BODY", f"{verb} invalid body size {size}")
+        if size > self.max_body_size:
+            return NSQError("E_BAD_BODY", f"{verb} body too big {size} > {self.max_body_size}")
+        return None
+
+
+def parse_int(raw: bytes, what: str) -> int:
+    """nsqd's digit-only integer parsing: no sign, an empty value is 0."""
+    if raw and not raw.isdigit():
+        raise NSQError("E_INVALID", f"could not parse {what} {raw.decode(errors='replace')!r}")
+    return int(raw) if raw else 0

@@ -1,0 +1,106 @@
+"""A raw NSQ TCP client for tests: speaks the V2 protocol command by command."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+
+from tidemq.nsq.protocol import (
+    MAGIC_V2,
+    FrameParser,
+    FrameType,
+    Message,
+    decode_message,
+    encode_command,
+    encode_mpub,
+)
+
+
+class RawNsq:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.parser = FrameParser()
+        self.frames: list[tuple[int, bytes]] = []
+        self.heartbeats = 0
+
+    @classmethod
+    async def open(cls, addr: str, *, magic: bool = True) -> RawNsq:
+        host, port = addr.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        client = cls(reader, writer)
+        if magic:
+            writer.write(MAGIC_V2)
+        return client
+
+    def send(self, name: str, *params: str | bytes, body: bytes | None = None) -> None:
+        self.writer.write(encode_command(name, *params, body=body))
+
+    def send_raw(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def frame(self, timeout: float = 5.0, skip_heartbeats: bool = True) -> tuple[int, bytes]:
+        deadline = time.monotonic() + timeout
+        while True:
+            while self.frames:
+                ftype, data = self.frames.pop(0)
+                if skip_heartbeats and ftype == FrameType.RESPONSE and data == b"_heartbeat_":
+                    self.heartbeats += 1
+                    continue
+                return ftype, data
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no frame")
+            chunk = await asyncio.wait_for(self.reader.read(65536), remaining)
+            if not chunk:
+                raise ConnectionError("connection closed")
+            self.frames += self.parser.feed(chunk)
+
+    async def response(self, timeout: float = 5.0) -> bytes:
+        ftype, data = await self.frame(timeout)
+        assert ftype == FrameType.RESPONSE, (ftype, data)
+        return data
+
+    async def error(self, timeout: float = 5.0) -> bytes:
+        ftype, data = await self.frame(timeout)
+        assert ftype == FrameType.ERROR, (ftype, data)
+        return data
+
+    async def message(self, timeout: float = 5.0) -> Message:
+        ftype, data = await self.frame(timeout)
+        assert ftype == FrameType.MESSAGE, (ftype, data)
+        return decode_message(data)
+
+    async def identify(self, **fields: object) -> dict[str, object]:
+        self.send("IDENTIFY", body=orjson.dumps({"feature_negotiation": True, **fields}))
+        answer = await self.response()
+        return orjson.loads(answer)  # type: ignore[no-any-return]
+
+    async def pub(self, topic: str, body: bytes) -> bytes:
+        self.send("PUB", topic, body=body)
+        return await self.response()
+
+    async def mpub(self, topic: str, bodies: list[bytes]) -> bytes:
+        self.send_raw(encode_mpub(topic, bodies))
+        return await self.response()
+
+    async def sub(self, topic: str, channel: str, rdy: int = 0) -> None:
+        self.send("SUB", topic, channel)
+        assert await self.response() == b"OK"
+        if rdy:
+            self.send("RDY", str(rdy))
+
+    async def closed(self, timeout: float = 5.0) -> bool:
+        """True once the server has closed the connection (after any frames it sent)."""
+        try:
+            while True:
+                await self.frame(timeout)
+        except ConnectionError:
+            return True
+        except TimeoutError:
+            return False
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,144 @@
+"""nsqd on the store: acknowledged publishes survive SIGKILL; heartbeats; deflate sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from pathlib import Path
+
+import orjson
+
+from tests.nsq_support import RawNsq
+from tests.support import ServerProcess, free_port, run
+from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command
+
+
+def test_sigkill_then_restart_delivers_every_acknowledged_pub(tmp_path: Path) -> None:
+    srv = ServerProcess(tmp_path / "data", "--flush", "sync").start()
+    acked: list[bytes] = []
+    finished: set[bytes] = set()
+
+    async def before() -> None:
+        sub = await RawNsq.open(srv.nsqd)
+        await sub.sub("durable", "ch", rdy=50)
+        pub = await RawNsq.open(srv.nsqd)
+        for i in range(200):
+            if await pub.pub("durable", f"m{i}".encode()) == b"OK":
+                acked.append(f"m{i}".encode())
+        for _ in range(50):  # FIN half of what the consumer got, leave the rest in flight
+            m = await sub.message()
+            if int(m.body[1:]) % 2 == 0:
+                sub.send("FIN", m.id)
+                finished.add(m.body)
+        await asyncio.sleep(1.5)  # let the channel cursor be persisted once
+        pub.send("PUB", "durable", body=b"last")  # in flight when the process dies
+        await asyncio.sleep(0.05)
+
+    run(before())
+    srv.kill()
+    srv.nsqd_port = free_port()
+    srv.start()
+    try:
+
+        async def after() -> set[bytes]:
+            sub = await RawNsq.open(srv.nsqd)
+            await sub.sub("durable", "ch", rdy=500)
+            got: set[bytes] = set()
+            try:
+                while True:
+                    m = await sub.message(timeout=2)
+                    got.add(m.body)
+                    sub.send("FIN", m.id)
+            except TimeoutError:
+                pass
+            sub.close()
+            return got
+
+        got = run(after())
+        missing = set(acked) - finished - got
+        assert not missing, f"{len(missing)} acknowledged messages never came back: {sorted(missing)[:5]}"
+    finally:
+        assert srv.stop() == 0
+
+
+def test_heartbeats_and_two_missed_disconnect(tmp_path: Path) -> None:
+    srv = ServerProcess(tmp_path / "data").start()
+    try:
+
+        async def scenario() -> None:
+            c = await RawNsq.open(srv.nsqd)
+            info = await c.identify(heartbeat_interval=1000)
+            assert info["max_rdy_count"] == 2500
+            ftype, data = await c.frame(timeout=3, skip_heartbeats=False)
+            assert (ftype, data) == (FrameType.RESPONSE, b"_heartbeat_")
+            c.send("NOP")
+            await asyncio.sleep(0.9)
+            c.send("NOP")
+            t0 = time.monotonic()
+            assert await c.closed(timeout=6), "no NOP for two heartbeat intervals: the server hangs up"
+            assert time.monotonic() - t0 >= 1.5
+            bad = await RawNsq.open(srv.nsqd)
+            bad.send("IDENTIFY", body=orjson.dumps({"heartbeat_interval": 10}))
+            assert (await bad.error()).startswith(b"E_BAD_BODY")
+
+        run(scenario())
+    finally:
+        srv.stop()
+
+
+def test_deflate_session(tmp_path: Path) -> None:
+    srv = ServerProcess(tmp_path / "data").start()
+    try:
+
+        async def scenario() -> None:
+            host, port = srv.nsqd.rsplit(":", 1)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(
+                b"  V2"
+                + encode_command(
+                    "IDENTIFY",
+                    body=orjson.dumps({"feature_negotiation": True, "deflate": True, "deflate_level": 3}),
+                )
+            )
+            parser = FrameParser()
+            frames: list[tuple[int, bytes]] = []
+            raw = b""
+            while not frames:
+                raw += await asyncio.wait_for(reader.read(65536), 5)
+                try:
+                    frames = parser.feed(raw[: 4 + int.from_bytes(raw[:4], "big")] if len(raw) >= 4 else b"")
+                except Exception:
+                    frames = []
+            size = int.from_bytes(raw[:4], "big")
+            reply = orjson.loads(raw[8 : 4 + size])
+            assert reply["deflate"] is True and reply["deflate_level"] == 3
+            inflate = zlib.decompressobj(-15)
+            deflate = zlib.compressobj(3, zlib.DEFLATED, -15)
+            leftover = raw[4 + size :]
+            plain = FrameParser()
+            out: list[tuple[int, bytes]] = plain.feed(inflate.decompress(leftover))
+
+            def send(data: bytes) -> None:
+                writer.write(deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH))
+
+            async def next_frame() -> tuple[int, bytes]:
+                while not out:
+                    out.extend(plain.feed(inflate.decompress(await asyncio.wait_for(reader.read(65536), 5))))
+                return out.pop(0)
+
+            assert await next_frame() == (FrameType.RESPONSE, b"OK"), "the upgrade OK comes compressed"
+            send(encode_command("SUB", "deflated", "ch") + encode_command("RDY", "5"))
+            assert await next_frame() == (FrameType.RESPONSE, b"OK")
+            send(encode_command("PUB", "deflated", body=b"squeezed " * 100))
+            kinds = {}
+            for _ in range(2):
+                ftype, data = await next_frame()
+                kinds[ftype] = data
+            assert kinds[FrameType.RESPONSE] == b"OK"
+            assert decode_message(kinds[FrameType.MESSAGE]).body == b"squeezed " * 100
+            writer.close()
+
+        run(scenario())
+    finally:
+        srv.stop()
