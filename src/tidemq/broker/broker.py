@@ -40,13 +40,13 @@ class Broker:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
         self.config = config
         self.started_at = time.time()
-        self.schedule: ScheduleService
+        # The scheduler comes first: store recovery asks it for the delivery time of delayed messages.
+        self.schedule = ScheduleService(self)
         self.store = MessageStore(store_config, self._recovered_tags_code)
         self.topics = TopicManager(self.store.topics, config, self.request_registration)
         self.clients = ClientManager(config.channel_expiry_s)
         self.locks = RebalanceLockManager(config.lock_max_live_s)
         self.holds = PullHoldService(self._rerun_pull)
-        self.schedule = ScheduleService(self)
         self.store.dispatch_listeners += [self.holds.notify, self.schedule.on_dispatch]
         self.dispatcher = RequestDispatcher()
         register_all(self.dispatcher, self)
