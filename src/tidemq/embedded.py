@@ -7,7 +7,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
@@ -29,7 +29,6 @@ class ServerPlan:
     store: StoreConfig | None = None
     nsqd: NsqdConfig | None = None
     on_ready: Callable[[list[str]], None] | None = None
-    components: list[object] = field(default_factory=list)
 
 
 async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
@@ -66,7 +65,6 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             nsqd = Nsqd(plan.nsqd, store)
             await nsqd.start()
             ready.append(f"nsqd {plan.nsqd.tcp_host}:{nsqd.tcp_port}")
-        plan.components = [c for c in (namesrv, broker, nsqd) if c is not None]
         if plan.on_ready is not None:
             plan.on_ready(ready)
         await stop.wait()

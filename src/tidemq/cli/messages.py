@@ -85,28 +85,17 @@ def register(main: click.Group) -> None:
         help="Sends awaited at once.",
     )
     @format_option
-    def produce(
-        namesrv: str,
-        topic: str,
-        tag: str | None,
-        keys: str | None,
-        count: int | None,
-        size: int,
-        group: str,
-        in_flight: int,
-        fmt: str,
-    ) -> None:
+    def produce(**opts: Any) -> None:
         """Send stdin lines (or -n synthetic messages) to a topic."""
-        if count is None and sys.stdin.isatty():
+        if opts["count"] is None and sys.stdin.isatty():
             raise click.UsageError("give -n N, or pipe lines into stdin")
         try:
-            sent, seconds = asyncio.run(
-                _produce(namesrv, topic, tag, keys, count, size, group, in_flight, fmt)
-            )
+            sent, seconds = asyncio.run(_produce(**opts))
         except MQClientError as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(
-            f"sent {sent} messages to {topic} in {seconds:.2f}s ({sent / max(seconds, 1e-9):,.0f} msg/s)",
+            f"sent {sent} messages to {opts['topic']} in {seconds:.2f}s "
+            f"({sent / max(seconds, 1e-9):,.0f} msg/s)",
             err=True,
         )
 

@@ -168,7 +168,6 @@ def _nsqd_config(listen: str, opts: dict[str, Any]) -> NsqdConfig:
     return NsqdConfig(
         tcp_host=listen,
         tcp_port=opts.pop("nsqd_tcp_port"),
-        broadcast_address=listen,
         msg_timeout_ms=opts.pop("msg_timeout_ms"),
         max_msg_size=opts.pop("max_msg_size"),
     )

@@ -34,10 +34,3 @@ class LatencyFaultTolerance:
     def available(self, broker_name: str) -> bool:
         item = self._items.get(broker_name)
         return item is None or time.monotonic() >= item.available_at
-
-    def least_bad(self) -> str | None:
-        if not self._items:
-            return None
-        return min(
-            self._items, key=lambda name: (self._items[name].available_at, self._items[name].latency_ms)
-        )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -337,7 +336,3 @@ def _parse_offset_table(body: bytes | bytearray | memoryview) -> dict[MessageQue
             offset
         )
     return out
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

@@ -74,7 +74,6 @@ def _parse_compressed_body(raw: bytes) -> tuple[dict[str, Any], list[TopicDefini
 class NameServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 9876, *, broker_expiry_s: float = 120.0) -> None:
         self.routes = RouteInfo(broker_expiry_s)
-        self.kv: dict[str, dict[str, str]] = {}
         dispatcher = RequestDispatcher()
         dispatcher.register(RequestCode.REGISTER_BROKER, self.register_broker)
         dispatcher.register(RequestCode.UNREGISTER_BROKER, self.unregister_broker)

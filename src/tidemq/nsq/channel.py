@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import heapq
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tidemq.nsq.protocol import is_ephemeral
 from tidemq.remoting.message import decode_record
 from tidemq.store import GetStatus, MessageStore
 
@@ -29,13 +31,6 @@ READ_AHEAD = 64
 
 def message_id(offset: int) -> bytes:
     return f"{offset:016x}".encode()
-
-
-def offset_of(msg_id: bytes) -> int | None:
-    try:
-        return int(msg_id, 16)
-    except ValueError:
-        return None
 
 
 def now_ms() -> int:
@@ -89,7 +84,7 @@ class Channel:
     ) -> None:
         self.topic = topic
         self.name = name
-        self.ephemeral = name.endswith("#ephemeral")
+        self.ephemeral = is_ephemeral(name)
         self.paused = False
         self.clients: list[Subscriber] = []
         self.next_offset = next_offset
@@ -318,8 +313,6 @@ class Channel:
 
 
 def _sampled_out(rate: int) -> bool:
-    import random
-
     return random.randrange(100) > rate
 
 
@@ -339,7 +332,7 @@ class Topic:
 
     @property
     def ephemeral(self) -> bool:
-        return self.name.endswith("#ephemeral")
+        return is_ephemeral(self.name)
 
     @property
     def end_offset(self) -> int:

@@ -11,8 +11,6 @@ VERSION = "1.3.0"
 class NsqdConfig:
     tcp_host: str = "127.0.0.1"
     tcp_port: int = 4150
-    http_port: int = 4151
-    broadcast_address: str = "127.0.0.1"
     msg_timeout_ms: int = 60_000
     max_msg_timeout_ms: int = 900_000
     max_msg_size: int = 1_048_576
@@ -31,10 +29,6 @@ class NsqdConfig:
     deflate: bool = True
     max_deflate_level: int = 6
     max_channel_consumers: int = 0
-    lookupd_tcp_addresses: list[str] = field(default_factory=list)
     auth_http_addresses: list[str] = field(default_factory=list)
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_required: bool = False
     #: How often in-flight timeouts and deferred messages are checked.
     queue_scan_interval_ms: int = 50

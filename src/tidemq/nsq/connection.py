@@ -17,7 +17,6 @@ from tidemq.nsq.channel import Channel
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
     HEARTBEAT,
-    MESSAGE_HEADER,
     OK,
     Command,
     CommandParser,
@@ -25,6 +24,7 @@ from tidemq.nsq.protocol import (
     NSQError,
     decode_mpub,
     encode_frame,
+    encode_message,
     parse_int,
     valid_name,
 )
@@ -58,7 +58,6 @@ class NsqConnection(asyncio.Protocol):
         self.sample_rate = 0
         self.heartbeat_interval_ms = cfg.client_timeout_ms // 2
         self.channel: Channel | None = None
-        self.connected_at = time.time()
         self.last_read = time.monotonic()
         self.stats = {"message_count": 0, "finish_count": 0, "requeue_count": 0}
         self._commands: deque[Command | NSQError] = deque()
@@ -124,8 +123,7 @@ class NsqConnection(asyncio.Protocol):
 
     def send_message(self, timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> None:
         self.stats["message_count"] += 1
-        payload = MESSAGE_HEADER.pack(timestamp_ns, attempts & 0xFFFF, msg_id) + body
-        self._write(encode_frame(FrameType.MESSAGE, payload))
+        self._write(encode_message(timestamp_ns, attempts, msg_id, body))
 
     def close(self) -> None:
         if self.transport is not None:

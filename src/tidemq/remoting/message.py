@@ -8,7 +8,6 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
-import socket
 import struct
 import time
 import zlib
@@ -419,11 +418,3 @@ def decode_batch(buf: bytes) -> list[BatchItem]:
     except (struct.error, UnicodeDecodeError) as exc:
         raise MessageDecodeError(f"malformed batch body: {exc}") from None
     return items
-
-
-def local_ipv4() -> str:
-    """Best guess at this host's IPv4 address without sending a packet; loopback as fallback."""
-    try:
-        return socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"

@@ -186,7 +186,6 @@ class CommitLog:
             log.warning("commit log: dropping segment %s past the torn record", extra.path.name)
             extra.destroy()
         del self.segments[seg_index + 1 :]
-        self.flushed = self.max_offset
 
     # --- durability and retention -------------------------------------------------------------------
 

@@ -70,8 +70,7 @@ class KeyIndex:
         """Drop entries whose records retention has deleted (in memory; the file is rewritten)."""
         kept: dict[int, int | list[int]] = {}
         for h, value in self._table.items():
-            offsets = [value] if isinstance(value, int) else [v for v in value if v >= log_min]
-            offsets = [v for v in offsets if v >= log_min]
+            offsets = [v for v in ([value] if isinstance(value, int) else value) if v >= log_min]
             if offsets:
                 kept[h] = offsets[0] if len(offsets) == 1 else offsets
         self._table = kept

@@ -238,13 +238,12 @@ class MessageStore:
             raise self._write_failure(exc) from None
         phys = seg.end
         next_queue_offset: dict[tuple[str, int], int] = {}
+        queues = [self._queue(req.topic, req.queue_id) for req in requests]
         phys_offsets = []
         queue_offsets = []
-        for req in requests:
+        for req, cq in zip(requests, queues, strict=True):
             key = (req.topic, req.queue_id)
-            qoff = next_queue_offset.get(key)
-            if qoff is None:
-                qoff = self._queue(req.topic, req.queue_id).max_offset
+            qoff = next_queue_offset.get(key, cq.max_offset)
             next_queue_offset[key] = qoff + 1
             _I64.pack_into(req.record, POS_QUEUE_OFFSET, qoff)
             _I64.pack_into(req.record, POS_PHYSICAL_OFFSET, phys)
@@ -256,8 +255,7 @@ class MessageStore:
             seg.append(data)
         except OSError as exc:
             raise self._write_failure(exc) from None
-        for req, phys_offset in zip(requests, phys_offsets, strict=True):
-            cq = self._queue(req.topic, req.queue_id)
+        for req, cq, phys_offset in zip(requests, queues, phys_offsets, strict=True):
             cq.append(phys_offset, len(req.record), req.tags_code)
             if self.index is not None and req.keys:
                 self.index.add(req.topic, req.keys, phys_offset)

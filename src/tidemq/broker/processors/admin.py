@@ -11,7 +11,7 @@ import orjson
 
 from tidemq.broker.topics import RETRY_PREFIX, is_system_topic, name_problem
 from tidemq.remoting import jsonx
-from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import (
     ConsumerGroupRequestHeader,
@@ -158,8 +158,6 @@ def consumer_connections(broker: Broker, conn: RemotingConnection, req: Remoting
     info = broker.clients.consumers.get(group)
     if info is None or not info.channels:
         return req.error(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-    from tidemq.remoting.codes import LanguageCode
-
     connections = [
         {
             "clientId": ch.client_id,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tidemq.broker.topics import DLQ_PREFIX, NOT_SENDABLE, RETRY_PREFIX, name_problem
@@ -22,7 +22,7 @@ from tidemq.remoting.message import (
     pack_host,
 )
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
-from tidemq.store import StoreError
+from tidemq.store import FlushMode, StoreError
 from tidemq.store.message_store import AppendRequest, PutResult
 from tidemq.store.metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig, TopicConfig
 
@@ -52,24 +52,19 @@ def _born_host(conn: RemotingConnection) -> bytes:
         return b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 
 
-def _error(req: RemotingCommand, code: int, remark: str) -> RemotingCommand:
-    return req.error(code, remark)
-
-
 def _resolve_topic(
     broker: Broker, req: RemotingCommand, h: SendMessageRequestHeader
 ) -> TopicConfig | RemotingCommand:
     if not broker.config.writable:
-        return _error(
-            req,
+        return req.error(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_name}] sending message is forbidden",
         )
     problem = name_problem(h.topic)
     if problem:
-        return _error(req, ResponseCode.SYSTEM_ERROR, problem)
+        return req.error(ResponseCode.SYSTEM_ERROR, problem)
     if h.topic in NOT_SENDABLE:
-        return _error(req, ResponseCode.SYSTEM_ERROR, f"Sending message to topic[{h.topic}] is forbidden.")
+        return req.error(ResponseCode.SYSTEM_ERROR, f"Sending message to topic[{h.topic}] is forbidden.")
     config = broker.topics.get(h.topic)
     if config is None:
         if h.topic.startswith(RETRY_PREFIX):
@@ -77,12 +72,11 @@ def _resolve_topic(
         else:
             config = broker.topics.create_in_send(h.topic, h.default_topic, h.default_topic_queue_nums, 0)
     if config is None:
-        return _error(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+        return req.error(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
     if not config.writable:
-        return _error(req, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
+        return req.error(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
     if h.queue_id >= max(config.read_queue_nums, config.write_queue_nums):
-        return _error(
-            req,
+        return req.error(
             ResponseCode.SYSTEM_ERROR,
             f"request queueId[{h.queue_id}] is illegal, {config} Producer: {req.ext_fields.get('a', '')}",
         )
@@ -99,14 +93,12 @@ def send_message(
         return resolved
     config = resolved
     if len(req.body) > broker.config.max_message_size:
-        return _error(
-            req,
+        return req.error(
             ResponseCode.MESSAGE_ILLEGAL,
             f"message body size {len(req.body)} exceeds the maximum {broker.config.max_message_size}",
         )
     if SysFlag.transaction_value(h.sys_flag) == SysFlag.TRANSACTION_PREPARED:
-        return _error(
-            req,
+        return req.error(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_name}] sending transaction message is forbidden",
         )
@@ -117,8 +109,8 @@ def send_message(
     if topic.startswith(RETRY_PREFIX):
         group = subscription_group(broker, topic[len(RETRY_PREFIX) :])
         if group is None:
-            return _error(
-                req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {topic}"
+            return req.error(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {topic}"
             )
         max_times = group.retry_max_times
         if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
@@ -147,10 +139,10 @@ def send_message(
                 )
             ]
     except MessageDecodeError as exc:
-        return _error(req, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        return req.error(ResponseCode.MESSAGE_ILLEGAL, str(exc))
     if not requests:
-        return _error(req, ResponseCode.MESSAGE_ILLEGAL, "batch body holds no message")
-    return _store(broker, req, requests, queue_id)
+        return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch body holds no message")
+    return _store(broker, req, requests, lambda result: _send_response(broker, req, result, queue_id))
 
 
 def _batch_requests(
@@ -186,15 +178,19 @@ def _batch_requests(
 
 
 def _store(
-    broker: Broker, req: RemotingCommand, requests: list[AppendRequest], queue_id: int
+    broker: Broker,
+    req: RemotingCommand,
+    requests: list[AppendRequest],
+    answer: Callable[[PutResult], RemotingCommand],
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """Append, then answer at once (async flush) or once the append is fsynced (sync flush)."""
     try:
         result = broker.store.put(requests)
     except StoreError as exc:
-        return _error(req, ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
+        return req.error(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
     broker.stats["put"] += len(requests)
-    response = _send_response(broker, req, result, queue_id)
-    if broker.store.config.flush_mode == "sync":
+    response = answer(result)
+    if broker.store.config.flush_mode is FlushMode.SYNC:
         return _after_flush(broker, response, result.end_offset)
     return response
 
@@ -227,12 +223,11 @@ def consumer_send_back(
     h = ConsumerSendMsgBackRequestHeader.from_ext(req.ext_fields)
     group = subscription_group(broker, h.group)
     if group is None:
-        return _error(
-            req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}"
+        return req.error(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}"
         )
     if not broker.config.writable:
-        return _error(
-            req,
+        return req.error(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_name}] sending message is forbidden",
         )
@@ -240,7 +235,7 @@ def consumer_send_back(
         return req.response()
     data = broker.store.read_message(h.offset)
     if data is None:
-        return _error(req, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+        return req.error(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
     msg = decode_record(data, decompress=False)
     props = dict(msg.properties)
     props.setdefault(Prop.RETRY_TOPIC, msg.topic)
@@ -271,10 +266,4 @@ def consumer_send_back(
         born_host=msg.born_host_raw,
         reconsume_times=msg.reconsume_times + 1,
     )
-    try:
-        result = broker.store.put([request])
-    except StoreError as exc:
-        return _error(req, ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
-    if broker.store.config.flush_mode == "sync":
-        return _after_flush(broker, req.response(), result.end_offset)
-    return req.response()
+    return _store(broker, req, [request], lambda _: req.response())

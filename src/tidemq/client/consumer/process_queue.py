@@ -107,10 +107,6 @@ class ProcessQueue:
         self._msgs.update(rest)
 
     @property
-    def has_taken(self) -> bool:
-        return bool(self._taken)
-
-    @property
     def lock_expired(self) -> bool:
         return time.monotonic() - self.last_lock_time > LOCK_MAX_LIVE_S
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from typing import TYPE_CHECKING
 
 from tidemq.aio import cancel_and_wait
@@ -100,7 +101,7 @@ class Rebalancer:
                 continue
             pq = ProcessQueue()
             if self.consumer.orderly:
-                pq.locked, pq.last_lock_time = True, _now()
+                pq.locked, pq.last_lock_time = True, time.monotonic()
             self.process_queues[mq] = pq
             self._pulls[mq] = asyncio.create_task(pull_loop(self.consumer, mq, pq, offset))
             changed = True
@@ -179,7 +180,7 @@ class Rebalancer:
         for mq in locked:
             pq = self.process_queues.get(mq)
             if pq is not None:
-                pq.locked, pq.last_lock_time = True, _now()
+                pq.locked, pq.last_lock_time = True, time.monotonic()
         return locked
 
     async def unlock(self, mqs: list[MessageQueue]) -> None:
@@ -203,9 +204,3 @@ class Rebalancer:
             tasks = list(self._pulls.values())
             self._pulls.clear()
         await cancel_and_wait(tasks)
-
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
 from tidemq.client.message_queue import MessageQueue
-from tidemq.remoting.message import MessageExt
+from tidemq.remoting.message import MessageExt, tag_hash
 
 
 class MessageModel(enum.Enum):
@@ -83,8 +84,6 @@ class Subscription:
 
     @classmethod
     def parse(cls, topic: str, expression: str | None) -> Subscription:
-        from tidemq.remoting.message import tag_hash
-
         expr = (expression or "").strip() or "*"
         tags = [] if expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
         if expr != "*" and not tags:
@@ -107,6 +106,4 @@ class Subscription:
 
 
 def time_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
