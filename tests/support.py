@@ -39,6 +39,9 @@ class ServerProcess:
         self.namesrv_port = free_port()
         self.broker_port = free_port()
         self.nsqd_port = free_port()
+        self.nsqd_http_port = free_port()
+        self.lookupd_tcp_port = free_port()
+        self.lookupd_http_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-{command}.log"
 
@@ -51,6 +54,18 @@ class ServerProcess:
         return f"127.0.0.1:{self.nsqd_port}"
 
     @property
+    def nsqd_http(self) -> str:
+        return f"127.0.0.1:{self.nsqd_http_port}"
+
+    @property
+    def lookupd_tcp(self) -> str:
+        return f"127.0.0.1:{self.lookupd_tcp_port}"
+
+    @property
+    def lookupd_http(self) -> str:
+        return f"127.0.0.1:{self.lookupd_http_port}"
+
+    @property
     def broker(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
@@ -60,10 +75,19 @@ class ServerProcess:
             args += ["--namesrv-port", str(self.namesrv_port)]
         if self.command in ("server", "broker"):
             args += ["--broker-port", str(self.broker_port), "--data-dir", str(self.data_dir)]
-        if self.command in ("server", "nsqd"):
-            args += ["--nsqd-tcp-port", str(self.nsqd_port)]
+        if self.command == "server":
+            args += ["--nsqd-tcp-port", str(self.nsqd_port), "--nsqd-http-port", str(self.nsqd_http_port)]
+            args += ["--lookupd-tcp-port", str(self.lookupd_tcp_port)]
+            args += ["--lookupd-http-port", str(self.lookupd_http_port)]
         if self.command == "nsqd":
-            args += ["--data-dir", str(self.data_dir)]
+            args += [
+                "--tcp-address",
+                self.nsqd,
+                "--http-address",
+                self.nsqd_http,
+                "--data-dir",
+                str(self.data_dir),
+            ]
         return args + self.extra
 
     def start(self, timeout: float = 20.0) -> ServerProcess:

@@ -126,8 +126,8 @@ def test_port_in_use_is_a_clear_one_line_error(tmp_path: Path) -> None:
             str(port),
             "--broker-port",
             str(free_port()),
-            "--nsqd-tcp-port",
-            str(free_port()),
+            "--no-nsq",
+            "--no-lookupd",
         )
     assert result.returncode == 1
     assert "address already in use" in result.stderr and str(port) in result.stderr
@@ -177,6 +177,12 @@ def test_config_file_sets_options(tmp_path: Path) -> None:
             str(server.broker_port),
             "--nsqd-tcp-port",
             str(server.nsqd_port),
+            "--nsqd-http-port",
+            str(server.nsqd_http_port),
+            "--lookupd-tcp-port",
+            str(server.lookupd_tcp_port),
+            "--lookupd-http-port",
+            str(server.lookupd_http_port),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -13,6 +13,7 @@ from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
 from tidemq.namesrv import NameServer
 from tidemq.nsq.config import NsqdConfig
+from tidemq.nsq.lookupd import LookupdConfig, Nsqlookupd
 from tidemq.nsq.nsqd import Nsqd
 from tidemq.store import MessageStore, StoreConfig
 
@@ -21,13 +22,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class ServerPlan:
-    """What to run: a name server, a broker, or both (``tidemq server``)."""
+    """What to run: any of a name server, a broker, an nsqd and an nsqlookupd (``tidemq server``: all)."""
 
     namesrv_host: str | None = None
     namesrv_port: int = 9876
     broker: BrokerConfig | None = None
     store: StoreConfig | None = None
     nsqd: NsqdConfig | None = None
+    lookupd: LookupdConfig | None = None
     on_ready: Callable[[list[str]], None] | None = None
 
 
@@ -41,6 +43,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     namesrv: NameServer | None = None
     broker: Broker | None = None
     nsqd: Nsqd | None = None
+    lookupd: Nsqlookupd | None = None
     own_store: MessageStore | None = None
     ready: list[str] = []
     try:
@@ -55,6 +58,14 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             broker = Broker(plan.broker, plan.store)
             await broker.start()
             ready.append(f"broker {plan.broker.broker_name} {plan.broker.advertised_addr}")
+        if plan.lookupd is not None:
+            lookupd = Nsqlookupd(plan.lookupd)
+            await lookupd.start()
+            ready.append(
+                f"nsqlookupd {plan.lookupd.host}:{plan.lookupd.tcp_port} http {plan.lookupd.http_port}"
+            )
+            if plan.nsqd is not None:  # the embedded nsqd registers with the embedded lookupd
+                plan.nsqd.lookupd_tcp_addresses.append(f"{plan.lookupd.host}:{plan.lookupd.tcp_port}")
         if plan.nsqd is not None:
             if broker is not None:
                 store = broker.store  # one log store under both front-ends
@@ -64,7 +75,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
                 await own_store.start()
             nsqd = Nsqd(plan.nsqd, store)
             await nsqd.start()
-            ready.append(f"nsqd {plan.nsqd.tcp_host}:{nsqd.tcp_port}")
+            ready.append(f"nsqd {plan.nsqd.tcp_host}:{nsqd.tcp_port} http {plan.nsqd.http_port}")
         if plan.on_ready is not None:
             plan.on_ready(ready)
         await stop.wait()
@@ -72,6 +83,8 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     finally:
         if nsqd is not None:
             await nsqd.close()
+        if lookupd is not None:
+            await lookupd.close()
         if own_store is not None:
             await own_store.close()
         if broker is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,9 @@ from typing import Any
 import click
 
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
+from tidemq.cli.nsq_options import host_port, nsq_options, nsqd_config
 from tidemq.embedded import ServerPlan, serve
-from tidemq.nsq.config import NsqdConfig
+from tidemq.nsq.lookupd import LookupdConfig
 from tidemq.store import FlushMode, StoreConfig, StoreError
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -116,7 +118,7 @@ def _run(plan: ServerPlan) -> None:
     plan.on_ready = lambda parts: click.echo("tidemq ready: " + ", ".join(parts), err=False)
     try:
         asyncio.run(serve(plan))
-    except StoreError as exc:
+    except (StoreError, ssl.SSLError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
@@ -135,42 +137,10 @@ def _ports(plan: ServerPlan) -> str:
     if plan.broker is not None:
         parts.append(f"broker {plan.broker.listen_host}:{plan.broker.port}")
     if plan.nsqd is not None:
-        parts.append(f"nsqd {plan.nsqd.tcp_host}:{plan.nsqd.tcp_port}")
+        parts.append(f"nsqd {plan.nsqd.tcp_host}:{plan.nsqd.tcp_port} http {plan.nsqd.http_port}")
+    if plan.lookupd is not None:
+        parts.append(f"nsqlookupd {plan.lookupd.host}:{plan.lookupd.tcp_port} http {plan.lookupd.http_port}")
     return ", ".join(parts)
-
-
-def _nsq_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option("--nsqd-tcp-port", type=click.IntRange(0, 65535), default=4150, show_default=True),
-        click.option(
-            "--msg-timeout",
-            "msg_timeout_ms",
-            type=click.IntRange(min=1000),
-            default=60_000,
-            show_default=True,
-            help="NSQ in-flight timeout (ms).",
-        ),
-        click.option(
-            "--max-msg-size",
-            type=click.IntRange(min=1),
-            default=1_048_576,
-            show_default=True,
-            help="NSQ max message body.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def _nsqd_config(listen: str, opts: dict[str, Any]) -> NsqdConfig:
-    """Take the NSQ options out of ``opts`` (they are not the broker's)."""
-    return NsqdConfig(
-        tcp_host=listen,
-        tcp_port=opts.pop("nsqd_tcp_port"),
-        msg_timeout_ms=opts.pop("msg_timeout_ms"),
-        max_msg_size=opts.pop("max_msg_size"),
-    )
 
 
 listen_option = click.option("--listen", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -186,8 +156,13 @@ def register(main: click.Group) -> None:
     @namesrv_port_option
     @_broker_options
     @_store_options
-    @_nsq_options
-    @click.option("--no-nsq", is_flag=True, help="Do not serve the NSQ protocol.")
+    @click.option("--nsqd-tcp-port", type=click.IntRange(0, 65535), default=4150, show_default=True)
+    @click.option("--nsqd-http-port", type=click.IntRange(0, 65535), default=4151, show_default=True)
+    @click.option("--lookupd-tcp-port", type=click.IntRange(0, 65535), default=4160, show_default=True)
+    @click.option("--lookupd-http-port", type=click.IntRange(0, 65535), default=4161, show_default=True)
+    @click.option("--no-nsq", is_flag=True, help="Do not serve the NSQ protocol (nsqd).")
+    @click.option("--no-lookupd", is_flag=True, help="Do not serve nsqlookupd.")
+    @nsq_options
     def server(
         listen: str,
         namesrv_port: int,
@@ -195,29 +170,50 @@ def register(main: click.Group) -> None:
         flush: str,
         segment_size: int,
         retention_hours: float,
+        nsqd_tcp_port: int,
+        nsqd_http_port: int,
+        lookupd_tcp_port: int,
+        lookupd_http_port: int,
         no_nsq: bool,
+        no_lookupd: bool,
         **opts: Any,
     ) -> None:
-        """Run a name server, a broker and an nsqd over one store (foreground; Ctrl-C stops it cleanly)."""
+        """Run a name server, a broker, an nsqd and an nsqlookupd over one store.
+
+        Runs in the foreground; Ctrl-C stops it cleanly. The nsqd registers with the nsqlookupd.
+        """
         store = _store_config(data_dir, flush, segment_size, retention_hours)
-        nsqd = _nsqd_config(listen, opts)
-        _run(
-            ServerPlan(
-                listen, namesrv_port, _broker_config(listen, [], opts), store, None if no_nsq else nsqd
-            )
+        nsqd = nsqd_config(listen, nsqd_tcp_port, nsqd_http_port, opts)
+        lookupd = LookupdConfig(
+            listen, lookupd_tcp_port, lookupd_http_port, broadcast_address=nsqd.broadcast_address
         )
+        plan = ServerPlan(listen, namesrv_port, _broker_config(listen, [], opts), store)
+        plan.nsqd = None if no_nsq else nsqd
+        plan.lookupd = None if no_lookupd else lookupd
+        _run(plan)
 
     @main.command()
     @_config_option()
-    @listen_option
+    @click.option("--tcp-address", default="127.0.0.1:4150", show_default=True, help="TCP protocol V2.")
+    @click.option("--http-address", default="127.0.0.1:4151", show_default=True, help="HTTP API.")
     @_store_options
-    @_nsq_options
+    @nsq_options
     def nsqd(
-        listen: str, data_dir: Path, flush: str, segment_size: int, retention_hours: float, **opts: Any
+        tcp_address: str,
+        http_address: str,
+        data_dir: Path,
+        flush: str,
+        segment_size: int,
+        retention_hours: float,
+        **opts: Any,
     ) -> None:
         """Run an nsqd-compatible server alone (its own store under --data-dir)."""
+        host, tcp_port = host_port(tcp_address, "--tcp-address")
+        http_host, http_port = host_port(http_address, "--http-address")
+        if http_host != host:
+            raise click.BadParameter("must use the same host as --tcp-address", param_hint="--http-address")
         store = _store_config(data_dir, flush, segment_size, retention_hours)
-        _run(ServerPlan(None, 0, None, store, _nsqd_config(listen, opts)))
+        _run(ServerPlan(None, 0, None, store, nsqd_config(host, tcp_port, http_port, opts)))
 
     @main.command()
     @_config_option()

@@ -324,7 +324,11 @@ class Topic:
     #: Where the backlog starts that the first channel to appear will receive.
     backlog_offset: int = 0
     channels: dict[str, Channel] = field(default_factory=dict)
-    on_change: Callable[[], None] | None = None
+    #: Told (channel name, created?) when a channel appears or goes, so lookupd can be told too.
+    on_channel: Callable[[str, bool], None] | None = None
+    #: Published since this process started, as nsqd counts them.
+    message_count: int = 0
+    message_bytes: int = 0
 
     @property
     def store_topic(self) -> str:
@@ -344,8 +348,8 @@ class Topic:
         if ch is None:
             start = self.backlog_offset if not self.channels else self.end_offset
             ch = self.channels[name] = Channel(self, name, start)
-            if self.on_change is not None:
-                self.on_change()
+            if self.on_channel is not None:
+                self.on_channel(name, True)
         return ch
 
     def remove_channel(self, name: str) -> Channel | None:
@@ -356,13 +360,21 @@ class Topic:
                 client.close()
             if not self.channels:
                 self.backlog_offset = self.end_offset
-            if self.on_change is not None:
-                self.on_change()
+            if self.on_channel is not None:
+                self.on_channel(name, False)
         return ch
 
     def pump(self) -> None:
         for ch in list(self.channels.values()):
             ch.pump()
+
+    @property
+    def depth(self) -> int:
+        """What waits in the topic itself: only the backlog kept while it has no channel."""
+        return 0 if self.channels else max(0, self.end_offset - self.backlog_offset)
+
+    def empty(self) -> None:
+        self.backlog_offset = self.end_offset
 
     def snapshot(self) -> dict[str, Any]:
         return {

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import enum
+import socket
 from dataclasses import dataclass, field
 
 VERSION = "1.3.0"
+
+
+class TLSRequired(enum.IntEnum):
+    """nsqd's ``--tls-required``: 0 off, 1 for TCP but not HTTP (``tcp-https``), 2 everywhere."""
+
+    NO = 0
+    EXCEPT_HTTP = 1
+    YES = 2
 
 
 @dataclass(slots=True)
 class NsqdConfig:
     tcp_host: str = "127.0.0.1"
     tcp_port: int = 4150
+    #: None: no HTTP API.
+    http_port: int | None = 4151
+    #: What nsqd tells lookupd (and /info) to reach it by; empty means the host name, as nsqd does.
+    broadcast_address: str = ""
+    lookupd_tcp_addresses: list[str] = field(default_factory=list)
     msg_timeout_ms: int = 60_000
     max_msg_timeout_ms: int = 900_000
     max_msg_size: int = 1_048_576
@@ -27,8 +42,22 @@ class NsqdConfig:
     max_pending_output_bytes: int = 16 * 1024 * 1024
     mem_queue_size: int = 10_000
     deflate: bool = True
+    snappy: bool = True
     max_deflate_level: int = 6
     max_channel_consumers: int = 0
     auth_http_addresses: list[str] = field(default_factory=list)
+    auth_http_request_method: str = "get"
+    http_client_connect_timeout_s: float = 2.0
+    http_client_request_timeout_s: float = 5.0
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_root_ca_file: str = ""
+    #: "" (no client certificates), "require" or "require-verify" (checked against tls_root_ca_file).
+    tls_client_auth_policy: str = ""
+    tls_required: TLSRequired = TLSRequired.NO
     #: How often in-flight timeouts and deferred messages are checked.
     queue_scan_interval_ms: int = 50
+
+    @property
+    def broadcast_host(self) -> str:
+        return self.broadcast_address or socket.gethostname()

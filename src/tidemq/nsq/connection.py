@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import ssl
 import time
-import zlib
 from collections import deque
 from typing import TYPE_CHECKING
 
 import orjson
 
 from tidemq.nsq import identify
+from tidemq.nsq.auth import AuthError, AuthState
 from tidemq.nsq.channel import Channel
+from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
+from tidemq.nsq.config import TLSRequired
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
     HEARTBEAT,
@@ -59,12 +62,19 @@ class NsqConnection(asyncio.Protocol):
         self.heartbeat_interval_ms = cfg.client_timeout_ms // 2
         self.channel: Channel | None = None
         self.last_read = time.monotonic()
+        self.connected_at = int(time.time())
         self.stats = {"message_count": 0, "finish_count": 0, "requeue_count": 0}
+        self.pub_counts: dict[str, int] = {}
+        self.tls = False
+        self.compression: StreamCompression | None = None
+        self.auth_state: AuthState | None = None
+        self._auth_secret = ""
         self._commands: deque[Command | NSQError] = deque()
         self._worker: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
-        self._deflate_out: zlib._Compress | None = None
-        self._deflate_in: zlib._Decompress | None = None
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._upgrading = False
         self._identified = False
         self._closed = False
 
@@ -81,8 +91,18 @@ class NsqConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
-        if self._deflate_in is not None:
-            data = self._deflate_in.decompress(data)
+        if self.compression is not None:
+            try:
+                data = self.compression.decompress(data)
+            except CompressionError as exc:
+                log.info(
+                    "client %s sent a corrupt %s stream (%s); closing",
+                    self.remote,
+                    self.compression.name,
+                    exc,
+                )
+                self.close()
+                return
         self._commands.extend(self.parser.feed(data))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.ensure_future(self._work())
@@ -102,18 +122,35 @@ class NsqConnection(asyncio.Protocol):
         return self.state is State.SUBSCRIBED and not self._closed
 
     def _write(self, data: bytes) -> None:
-        if self.transport is None or self.transport.is_closing():
+        """Queue a frame; everything queued in one pass of the event loop goes out as one write.
+
+        This is nsqd's output buffer with a timeout of one loop iteration: frames are coalesced
+        (one syscall, and for deflate/snappy one compressed block) and never wait for a timer.
+        """
+        self._out.append(data)
+        if not self._flush_scheduled and not self._upgrading:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._out or self._upgrading:
             return
-        if self._deflate_out is not None:
-            data = self._deflate_out.compress(data) + self._deflate_out.flush(zlib.Z_SYNC_FLUSH)
-        self.transport.write(data)
-        if self.transport.get_write_buffer_size() > self.nsqd.config.max_pending_output_bytes:
+        data = b"".join(self._out)
+        self._out.clear()
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if self.compression is not None:
+            data = self.compression.compress(data)
+        transport.write(data)
+        if transport.get_write_buffer_size() > self.nsqd.config.max_pending_output_bytes:
             log.warning(
                 "client %s is not reading: %d bytes pending; disconnecting it",
                 self.remote,
-                self.transport.get_write_buffer_size(),
+                transport.get_write_buffer_size(),
             )
-            self.transport.abort()
+            transport.abort()
 
     def send_response(self, data: bytes) -> None:
         self._write(encode_frame(FrameType.RESPONSE, data))
@@ -126,6 +163,8 @@ class NsqConnection(asyncio.Protocol):
         self._write(encode_message(timestamp_ns, attempts, msg_id, body))
 
     def close(self) -> None:
+        """Close after what is queued has been written (a fatal error frame must reach the client)."""
+        self.flush()
         if self.transport is not None:
             self.transport.close()
 
@@ -164,6 +203,8 @@ class NsqConnection(asyncio.Protocol):
         handler = _HANDLERS.get(cmd.name)
         if handler is None:
             raise NSQError("E_INVALID", f"invalid command {cmd.name.decode(errors='replace')}")
+        if cmd.name != b"IDENTIFY" and self.nsqd.config.tls_required is not TLSRequired.NO and not self.tls:
+            raise NSQError("E_INVALID", f"cannot {cmd.name.decode()} in current state (TLS required)")
         await handler(self, cmd)
 
     def _require_state(self, cmd: Command, *states: State) -> None:
@@ -189,15 +230,79 @@ class NsqConnection(asyncio.Protocol):
             self.send_response(OK)
             return
         self.send_response(orjson.dumps(identify.response(n, self.nsqd.config, self.nsqd.auth_required)))
-        if n.deflate:
-            self._deflate_out = zlib.compressobj(n.deflate_level, zlib.DEFLATED, -15)
-            self._deflate_in = zlib.decompressobj(-15)
+        self.flush()  # the reply goes out in plain text, before any upgrade
+        if n.tls_v1:
+            await self._upgrade_tls()
+            self.send_response(OK)
+            self.flush()
+        if n.snappy or n.deflate:
+            self.compression = Snappy() if n.snappy else Deflate(n.deflate_level)
             self.send_response(OK)
 
+    async def _upgrade_tls(self) -> None:
+        context = self.nsqd.ssl_context
+        assert context is not None and self.transport is not None
+        self._upgrading = True
+        try:
+            transport = await asyncio.get_running_loop().start_tls(
+                self.transport, self, context, server_side=True, ssl_handshake_timeout=5.0
+            )
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
+            raise NSQError("E_IDENTIFY_FAILED", f"IDENTIFY failed {exc}") from None
+        finally:
+            self._upgrading = False
+        if transport is None:
+            raise NSQError("E_IDENTIFY_FAILED", "IDENTIFY failed: connection closed during TLS handshake")
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.tls = True
+
+    @property
+    def common_name(self) -> str:
+        if not self.tls or self.transport is None:
+            return ""
+        cert = self.transport.get_extra_info("peercert") or {}
+        for rdn in cert.get("subject", ()):
+            for key, value in rdn:
+                if key == "commonName":
+                    return str(value)
+        return ""
+
     async def auth(self, cmd: Command) -> None:
+        self._require_state(cmd, State.INIT)
         if cmd.params:
             raise NSQError("E_INVALID", "AUTH invalid number of parameters")
-        raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
+        if self.auth_state is not None:
+            raise NSQError("E_INVALID", "AUTH already set")
+        if not self.nsqd.auth_required:
+            raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
+        self._auth_secret = (cmd.body or b"").decode(errors="replace")
+        state = await self._authenticate()
+        if not state.authorizations:
+            raise NSQError("E_UNAUTHORIZED", "AUTH no authorizations found")
+        count = sum(len(a.permissions) for a in state.authorizations)
+        reply = {"identity": state.identity, "identity_url": state.identity_url, "permission_count": count}
+        self.send_response(orjson.dumps(reply))
+
+    async def _authenticate(self) -> AuthState:
+        remote_ip = self.remote.rsplit(":", 1)[0]
+        try:
+            state = await self.nsqd.authenticator.authenticate(
+                self._auth_secret, remote_ip, self.tls, self.common_name
+            )
+        except AuthError:
+            raise NSQError("E_AUTH_FAILED", "AUTH failed") from None  # details stay in our log
+        self.auth_state = state
+        return state
+
+    async def _check_auth(self, verb: str, topic: str, channel: str = "") -> None:
+        if not self.nsqd.auth_required:
+            return
+        if self.auth_state is None:
+            raise NSQError("E_AUTH_FIRST", f"AUTH required before {verb}")
+        state = await self._authenticate() if self.auth_state.expired else self.auth_state
+        if not state.allows(topic, channel):
+            raise NSQError("E_UNAUTHORIZED", f'AUTH failed for {verb} on "{topic}" "{channel}"')
 
     async def sub(self, cmd: Command) -> None:
         self._require_state(cmd, State.INIT)
@@ -210,6 +315,7 @@ class NsqConnection(asyncio.Protocol):
             raise NSQError("E_BAD_TOPIC", f"SUB topic name {topic!r} is not valid")
         if not valid_name(channel):
             raise NSQError("E_BAD_CHANNEL", f"SUB channel name {channel!r} is not valid")
+        await self._check_auth("SUB", topic, channel)
         self.channel = self.nsqd.subscribe(topic, channel, self)
         self.state = State.SUBSCRIBED
         self.send_response(OK)
@@ -276,10 +382,14 @@ class NsqConnection(asyncio.Protocol):
             raise NSQError("E_BAD_TOPIC", f"{cmd.name.decode()} topic name {topic!r} is not valid")
         return topic
 
-    async def pub(self, cmd: Command) -> None:
-        topic = self._topic_param(cmd)
-        await self.nsqd.publish(topic, [cmd.body or b""], error_code="E_PUB_FAILED")
+    async def _publish(self, verb: str, topic: str, bodies: list[bytes], defer_ms: int = 0) -> None:
+        await self._check_auth(verb, topic)
+        await self.nsqd.publish(topic, bodies, defer_ms=defer_ms, error_code=f"E_{verb}_FAILED")
+        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
         self.send_response(OK)
+
+    async def pub(self, cmd: Command) -> None:
+        await self._publish("PUB", self._topic_param(cmd), [cmd.body or b""])
 
     async def mpub(self, cmd: Command) -> None:
         if not cmd.params:
@@ -288,8 +398,7 @@ class NsqConnection(asyncio.Protocol):
         if not valid_name(topic):
             raise NSQError("E_BAD_TOPIC", f"E_BAD_TOPIC MPUB topic name {topic!r} is not valid")
         bodies = decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size)
-        await self.nsqd.publish(topic, bodies, error_code="E_MPUB_FAILED")
-        self.send_response(OK)
+        await self._publish("MPUB", topic, bodies)
 
     async def dpub(self, cmd: Command) -> None:
         topic = self._topic_param(cmd)
@@ -300,8 +409,7 @@ class NsqConnection(asyncio.Protocol):
             raise NSQError(
                 "E_INVALID", f"DPUB timeout {delay} out of range 0-{self.nsqd.config.max_req_timeout_ms}"
             )
-        await self.nsqd.publish(topic, [cmd.body or b""], defer_ms=delay, error_code="E_DPUB_FAILED")
-        self.send_response(OK)
+        await self._publish("DPUB", topic, [cmd.body or b""], delay)
 
 
 _HANDLERS = {

@@ -18,7 +18,9 @@ class Negotiated:
     heartbeat_interval_ms: int
     output_buffer_size: int
     output_buffer_timeout_ms: int
+    tls_v1: bool
     deflate: bool
+    snappy: bool
     deflate_level: int
     sample_rate: int
     msg_timeout_ms: int
@@ -79,10 +81,11 @@ def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
     level = _int(data, "deflate_level")
     level = cfg.max_deflate_level if level <= 0 else min(level, cfg.max_deflate_level)
     negotiation = _bool(data, "feature_negotiation")
-    deflate = negotiation and cfg.deflate and _bool(data, "deflate")
-    if negotiation and _bool(data, "snappy") and deflate:
+    tls_v1 = _bool(data, "tls_v1") and negotiation and bool(cfg.tls_cert and cfg.tls_key)
+    deflate = _bool(data, "deflate") and negotiation and cfg.deflate
+    snappy = _bool(data, "snappy") and negotiation and cfg.snappy
+    if snappy and deflate:
         raise NSQError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
-    _bool(data, "tls_v1")
     return Negotiated(
         client_id=_str(data, "client_id", ""),
         hostname=_str(data, "hostname", remote_ip),
@@ -91,7 +94,9 @@ def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
         heartbeat_interval_ms=heartbeat,
         output_buffer_size=buffer_size,
         output_buffer_timeout_ms=buffer_timeout,
+        tls_v1=tls_v1,
         deflate=deflate,
+        snappy=snappy,
         deflate_level=level,
         sample_rate=sample_rate,
         msg_timeout_ms=msg_timeout,
@@ -99,17 +104,17 @@ def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
 
 
 def response(n: Negotiated, cfg: NsqdConfig, auth_required: bool) -> dict[str, Any]:
-    """The JSON IDENTIFY answer, in nsqd's field order. TLS and snappy are not offered (yet)."""
+    """The JSON IDENTIFY answer, in nsqd's field order."""
     return {
         "max_rdy_count": cfg.max_rdy_count,
         "version": VERSION,
         "max_msg_timeout": cfg.max_msg_timeout_ms,
         "msg_timeout": n.msg_timeout_ms,
-        "tls_v1": False,
+        "tls_v1": n.tls_v1,
         "deflate": n.deflate,
         "deflate_level": n.deflate_level,
         "max_deflate_level": cfg.max_deflate_level,
-        "snappy": False,
+        "snappy": n.snappy,
         "sample_rate": n.sample_rate,
         "auth_required": auth_required,
         "output_buffer_size": n.output_buffer_size,

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import ssl
 import time
 from pathlib import Path
 
+from aiohttp import web
+
 from tidemq.aio import cancel_and_wait
+from tidemq.nsq.auth import Authenticator
 from tidemq.nsq.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
-from tidemq.nsq.config import NsqdConfig
+from tidemq.nsq.config import VERSION, NsqdConfig
 from tidemq.nsq.connection import NsqConnection
+from tidemq.nsq.http_api import make_app
+from tidemq.nsq.lookup_peer import LookupdRegistrar
 from tidemq.nsq.protocol import NSQError
 from tidemq.remoting.message import encode_properties, encode_record
 from tidemq.store import FlushMode, MessageStore, StoreError
@@ -33,14 +40,26 @@ class Nsqd:
         self.topics: dict[str, Topic] = {}
         self.connections: set[NsqConnection] = set()
         self.started_at = time.time()
+        #: Why the last disk write failed, for ``/ping``; cleared by the next good one.
+        self.health_error = ""
+        self.log_level = "info"
+        self.ssl_context = _ssl_context(config)
+        self.authenticator = Authenticator(
+            config.auth_http_addresses,
+            config.auth_http_request_method,
+            config.http_client_connect_timeout_s,
+            config.http_client_request_timeout_s,
+        )
         self._meta_path = Path(store.config.data_dir) / "nsq" / "nsqd.json"
         self._server: asyncio.Server | None = None
+        self._http: web.AppRunner | None = None
+        self.registrar: LookupdRegistrar | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._load()
 
     @property
     def auth_required(self) -> bool:
-        return bool(self.config.auth_http_addresses)
+        return self.authenticator.enabled
 
     @property
     def tcp_port(self) -> int:
@@ -73,8 +92,24 @@ class Nsqd:
 
     def _new_topic(self, name: str) -> Topic:
         topic = Topic(name, self.store)
+        topic.on_channel = lambda channel, created: self._channel_event(name, channel, created)
         self.topics[name] = topic
         return topic
+
+    def _channel_event(self, topic: str, channel: str, created: bool) -> None:
+        log.info("nsqd: channel %s/%s %s", topic, channel, "created" if created else "deleted")
+        if self.registrar is not None:
+            (self.registrar.register if created else self.registrar.unregister)(topic, channel)
+
+    def registrations(self) -> list[tuple[str, str | None]]:
+        """What lookupd should know: each channel, or the bare topic while it has none."""
+        found: list[tuple[str, str | None]] = []
+        for name, topic in self.topics.items():
+            found += [(name, ch) for ch in topic.channels] or [(name, None)]
+        return found
+
+    def existing_topic(self, name: str) -> Topic | None:
+        return self.topics.get(name)
 
     def topic(self, name: str) -> Topic:
         topic = self.topics.get(name)
@@ -82,6 +117,8 @@ class Nsqd:
             topic = self._new_topic(name)
             topic.backlog_offset = topic.end_offset
             log.info("nsqd: topic %s created", name)
+            if self.registrar is not None:
+                self.registrar.register(name)
         return topic
 
     def subscribe(self, topic_name: str, channel_name: str, client: NsqConnection) -> Channel:
@@ -112,6 +149,8 @@ class Nsqd:
         for channel_name in list(topic.channels):
             topic.remove_channel(channel_name)
         self.store.delete_topic(topic.store_topic)
+        if self.registrar is not None:
+            self.registrar.unregister(name)
         return True
 
     # --- publishing -----------------------------------------------------------------------------------
@@ -121,6 +160,8 @@ class Nsqd:
     ) -> None:
         """Store the messages; return once they are durable as the store's flush mode defines it."""
         topic = self.topic(topic_name)
+        if not bodies:
+            return
         now = time.time()
         props = {PROP_TIMESTAMP: str(time.time_ns())}
         if defer_ms > 0:
@@ -147,7 +188,11 @@ class Nsqd:
             if self.store.config.flush_mode is FlushMode.SYNC:
                 await self.store.wait_durable(result.end_offset)
         except StoreError as exc:
+            self.health_error = str(exc)
             raise NSQError(error_code, f"{error_code[2:].replace('_', ' ')} {exc}") from None
+        self.health_error = ""
+        topic.message_count += len(bodies)
+        topic.message_bytes += sum(map(len, bodies))
         if not topic.channels:
             return
         if topic.ephemeral:
@@ -157,16 +202,48 @@ class Nsqd:
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
+    # --- administration (the HTTP API's verbs) ------------------------------------------------------
+
+    def set_paused(self, topic: Topic, channel: Channel | None, paused: bool) -> None:
+        target: Topic | Channel = channel if channel is not None else topic
+        target.paused = paused
+        if not paused:
+            topic.pump()
+        self.persist()
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: NsqConnection(self), self.config.tcp_host, self.config.tcp_port, reuse_address=True
         )
         self.config.tcp_port = self._server.sockets[0].getsockname()[1]
+        if self.config.http_port is not None:
+            self._http = web.AppRunner(make_app(self), access_log=None, handle_signals=False)
+            await self._http.setup()
+            site = web.TCPSite(self._http, self.config.tcp_host, self.config.http_port, reuse_address=True)
+            await site.start()
+            self.config.http_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._tasks = [asyncio.create_task(self._scan_loop()), asyncio.create_task(self._persist_loop())]
+        cfg = self.config
+        identity = {
+            "version": VERSION,
+            "tcp_port": cfg.tcp_port,
+            "http_port": cfg.http_port if cfg.http_port is not None else -1,
+            "hostname": socket.gethostname(),
+            "broadcast_address": cfg.broadcast_host,
+        }
+        self.registrar = LookupdRegistrar(cfg.lookupd_tcp_addresses, identity, self.registrations)
+        await self.registrar.start()
         for topic in self.topics.values():
             topic.pump()
-        log.info("nsqd listening on %s:%d", self.config.tcp_host, self.config.tcp_port)
+        log.info(
+            "nsqd listening on %s:%d (http %s)",
+            self.config.tcp_host,
+            self.config.tcp_port,
+            self.config.http_port,
+        )
 
     async def _scan_loop(self) -> None:
         interval = self.config.queue_scan_interval_ms / 1000
@@ -190,6 +267,80 @@ class Nsqd:
         for conn in list(self.connections):
             conn.close()
         await cancel_and_wait(self._tasks)
+        if self.registrar is not None:
+            await self.registrar.close()
+        if self._http is not None:
+            await self._http.cleanup()
         if self._server is not None:
             await self._server.wait_closed()
+        await self.authenticator.close()
         self.persist()
+
+    async def set_lookupd_addresses(self, addresses: list[str]) -> None:
+        self.config.lookupd_tcp_addresses = list(addresses)
+        if self.registrar is not None:
+            await self.registrar.set_addresses(addresses)
+
+    def option_values(self) -> dict[str, object]:
+        """``GET /config/<opt>``: nsqd's option names; durations in nanoseconds as Go encodes them."""
+        cfg = self.config
+        ms = 1_000_000
+        return {
+            "nsqlookupd_tcp_addresses": cfg.lookupd_tcp_addresses,
+            "log_level": self.log_level,
+            "tcp_address": f"{cfg.tcp_host}:{cfg.tcp_port}",
+            "http_address": f"{cfg.tcp_host}:{cfg.http_port}" if cfg.http_port is not None else "",
+            "broadcast_address": cfg.broadcast_host,
+            "data_path": str(self.store.config.data_dir),
+            "mem_queue_size": cfg.mem_queue_size,
+            "msg_timeout": cfg.msg_timeout_ms * ms,
+            "max_msg_timeout": cfg.max_msg_timeout_ms * ms,
+            "max_msg_size": cfg.max_msg_size,
+            "max_body_size": cfg.max_body_size,
+            "max_req_timeout": cfg.max_req_timeout_ms * ms,
+            "client_timeout": cfg.client_timeout_ms * ms,
+            "max_heartbeat_interval": cfg.max_heartbeat_interval_ms * ms,
+            "max_rdy_count": cfg.max_rdy_count,
+            "max_output_buffer_size": cfg.max_output_buffer_size,
+            "max_output_buffer_timeout": cfg.max_output_buffer_timeout_ms * ms,
+            "deflate": cfg.deflate,
+            "max_deflate_level": cfg.max_deflate_level,
+            "snappy": cfg.snappy,
+            "max_channel_consumers": cfg.max_channel_consumers,
+            "auth_http_addresses": cfg.auth_http_addresses,
+            "tls_required": int(cfg.tls_required),
+        }
+
+    def info(self) -> dict[str, object]:
+        cfg = self.config
+        return {
+            "version": VERSION,
+            "broadcast_address": cfg.broadcast_host,
+            "hostname": socket.gethostname(),
+            "http_port": cfg.http_port if cfg.http_port is not None else -1,
+            "tcp_port": cfg.tcp_port,
+            "start_time": int(self.started_at),
+            "max_heartbeat_interval": cfg.max_heartbeat_interval_ms * 1_000_000,
+            "max_output_buffer_size": cfg.max_output_buffer_size,
+            "max_output_buffer_timeout": cfg.max_output_buffer_timeout_ms * 1_000_000,
+            "max_deflate_level": cfg.max_deflate_level,
+            "topology_zone": "",
+            "topology_region": "",
+        }
+
+
+def _ssl_context(config: NsqdConfig) -> ssl.SSLContext | None:
+    """nsqd's TLS settings; None when no certificate is configured (clients are then refused TLS)."""
+    if not (config.tls_cert and config.tls_key):
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(config.tls_cert, config.tls_key)
+    if config.tls_root_ca_file:
+        context.load_verify_locations(config.tls_root_ca_file)
+    if config.tls_client_auth_policy:
+        if not config.tls_root_ca_file:
+            raise ValueError(
+                "a TLS client auth policy needs a root CA file to check client certificates with"
+            )
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context

@@ -1,0 +1,102 @@
+"""The NSQ options ``tidemq server`` and ``tidemq nsqd`` share, under nsqd's own flag names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from tidemq.nsq.config import NsqdConfig, TLSRequired
+
+ANY_HOST = ("", "0.0.0.0", "::")
+TLS_REQUIRED = {"false": TLSRequired.NO, "tcp-https": TLSRequired.EXCEPT_HTTP, "true": TLSRequired.YES}
+
+
+def host_port(value: str, option: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint=option)
+    return host or "0.0.0.0", int(port)
+
+
+def nsq_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--msg-timeout",
+            "msg_timeout_ms",
+            type=click.IntRange(min=1000),
+            default=60_000,
+            show_default=True,
+            help="NSQ: in-flight timeout (ms).",
+        ),
+        click.option("--max-msg-size", type=click.IntRange(min=1), default=1_048_576, show_default=True),
+        click.option("--max-body-size", type=click.IntRange(min=1), default=5_242_880, show_default=True),
+        click.option("--max-rdy-count", type=click.IntRange(min=1), default=2500, show_default=True),
+        click.option(
+            "--mem-queue-size",
+            type=click.IntRange(min=0),
+            default=10_000,
+            show_default=True,
+            help="NSQ: messages an #ephemeral channel keeps before dropping.",
+        ),
+        click.option("--max-channel-consumers", type=click.IntRange(min=0), default=0, show_default=True),
+        click.option(
+            "--broadcast-address", default="", help="NSQ: address given to lookupd [default: hostname]."
+        ),
+        click.option(
+            "--lookupd-tcp-address",
+            "lookupd_tcp_addresses",
+            multiple=True,
+            help="NSQ: nsqlookupd TCP address to register with (repeatable).",
+        ),
+        click.option(
+            "--auth-http-address",
+            "auth_http_addresses",
+            multiple=True,
+            help="NSQ: auth server HOST:PORT or URL; enables AUTH (repeatable).",
+        ),
+        click.option("--tls-cert", default="", help="NSQ: certificate file; enables TLS."),
+        click.option("--tls-key", default="", help="NSQ: private key file."),
+        click.option("--tls-root-ca-file", default="", help="NSQ: CA to verify client certificates with."),
+        click.option(
+            "--tls-client-auth-policy", type=click.Choice(["", "require", "require-verify"]), default=""
+        ),
+        click.option(
+            "--tls-required", type=click.Choice(list(TLS_REQUIRED)), default="false", show_default=True
+        ),
+        click.option("--snappy/--no-snappy", default=True, show_default=True),
+        click.option("--deflate/--no-deflate", default=True, show_default=True),
+        click.option("--max-deflate-level", type=click.IntRange(1, 9), default=6, show_default=True),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def nsqd_config(host: str, tcp_port: int, http_port: int | None, opts: dict[str, Any]) -> NsqdConfig:
+    """Take the NSQ options out of ``opts`` (what remains belongs to the other servers)."""
+    return NsqdConfig(
+        tcp_host=host,
+        tcp_port=tcp_port,
+        http_port=http_port,
+        msg_timeout_ms=opts.pop("msg_timeout_ms"),
+        max_msg_size=opts.pop("max_msg_size"),
+        max_body_size=opts.pop("max_body_size"),
+        max_rdy_count=opts.pop("max_rdy_count"),
+        mem_queue_size=opts.pop("mem_queue_size"),
+        max_channel_consumers=opts.pop("max_channel_consumers"),
+        broadcast_address=opts.pop("broadcast_address") or (host if host not in ANY_HOST else ""),
+        lookupd_tcp_addresses=[
+            a for a in opts.pop("lookupd_tcp_addresses") if host_port(a, "--lookupd-tcp-address")
+        ],
+        auth_http_addresses=list(opts.pop("auth_http_addresses")),
+        tls_cert=opts.pop("tls_cert"),
+        tls_key=opts.pop("tls_key"),
+        tls_root_ca_file=opts.pop("tls_root_ca_file"),
+        tls_client_auth_policy=opts.pop("tls_client_auth_policy"),
+        tls_required=TLS_REQUIRED[opts.pop("tls_required")],
+        snappy=opts.pop("snappy"),
+        deflate=opts.pop("deflate"),
+        max_deflate_level=opts.pop("max_deflate_level"),
+    )

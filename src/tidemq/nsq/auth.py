@@ -1,0 +1,129 @@
+"""AUTH through an auth HTTP server, as nsqd's ``--auth-http-address`` does it (spec 2.12).
+
+The secret a client sends is forwarded to the auth server; its answer (a TTL and a list of
+topic/channel regexes with permissions) is cached on the connection and asked for again once the TTL
+has run out. Errors talking to the auth server are logged here and shown to the client only as
+``E_AUTH_FAILED``, so nothing about the auth server leaks to an untrusted peer.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+log = logging.getLogger(__name__)
+
+PERMISSIONS = frozenset({"subscribe", "publish"})
+
+
+class AuthError(Exception):
+    """The auth server could not be asked, or its answer makes no sense."""
+
+
+@dataclass(slots=True, frozen=True)
+class Authorization:
+    topic: re.Pattern[str]
+    channels: tuple[re.Pattern[str], ...]
+    permissions: frozenset[str]
+
+    def allows(self, topic: str, channel: str) -> bool:
+        """nsqd's rule: a channel means subscribe, none means publish; regexes match anywhere (Go)."""
+        if ("subscribe" if channel else "publish") not in self.permissions:
+            return False
+        if not self.topic.search(topic):
+            return False
+        return any(c.search(channel) for c in self.channels)
+
+
+@dataclass(slots=True)
+class AuthState:
+    identity: str = ""
+    identity_url: str = ""
+    authorizations: list[Authorization] = field(default_factory=list)
+    expires: float = 0.0
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.expires
+
+    def allows(self, topic: str, channel: str) -> bool:
+        return any(a.allows(topic, channel) for a in self.authorizations)
+
+
+def parse_reply(data: Any) -> AuthState:
+    """Validate the auth server's JSON the way nsqd does: TTL > 0, known permissions, valid regexes."""
+    if not isinstance(data, dict):
+        raise AuthError("auth server reply is not a JSON object")
+    ttl = data.get("ttl")
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
+        raise AuthError(f"invalid TTL {ttl!r} (must be > 0)")
+    authorizations = []
+    for item in data.get("authorizations") or []:
+        if not isinstance(item, dict):
+            raise AuthError("authorization is not a JSON object")
+        permissions = item.get("permissions") or []
+        unknown = [p for p in permissions if p not in PERMISSIONS]
+        if unknown:
+            raise AuthError(f"unknown permission {unknown[0]!r}")
+        try:
+            topic = re.compile(str(item.get("topic", "")))
+            channels = tuple(re.compile(str(c)) for c in item.get("channels") or [])
+        except re.error as exc:
+            raise AuthError(f"invalid regex in authorization: {exc}") from None
+        authorizations.append(Authorization(topic, channels, frozenset(permissions)))
+    return AuthState(
+        identity=str(data.get("identity") or ""),
+        identity_url=str(data.get("identity_url") or ""),
+        authorizations=authorizations,
+        expires=time.monotonic() + ttl,
+    )
+
+
+class Authenticator:
+    """Asks the configured auth servers in turn until one answers."""
+
+    def __init__(
+        self, addresses: list[str], method: str = "get", connect_timeout: float = 2.0, timeout: float = 5.0
+    ) -> None:
+        self.addresses = addresses
+        self.method = method.upper()
+        self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.addresses)
+
+    async def authenticate(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
+        params = {"remote_ip": remote_ip, "tls": "true" if tls else "false", "secret": secret}
+        params["common_name"] = common_name
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        last: Exception | None = None
+        for address in self.addresses:
+            url = address if "://" in address else f"http://{address}/auth"
+            try:
+                if self.method == "POST":
+                    request = self._session.post(url, data=params)
+                else:
+                    request = self._session.get(url, params=params)
+                async with request as resp:
+                    body = await resp.read()
+                    if resp.status != 200:
+                        raise AuthError(f"auth server {url} answered HTTP {resp.status}")
+                    return parse_reply(orjson.loads(body))
+            except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError, AuthError) as exc:
+                log.warning("auth request to %s failed: %s", url, exc)
+                last = exc
+        raise AuthError(str(last))
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

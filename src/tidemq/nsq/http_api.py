@@ -1,0 +1,336 @@
+"""nsqd's HTTP API (spec section 3) on aiohttp: publishing, topic/channel administration, stats, config.
+
+Responses follow nsqd 1.x's "V1" conventions, which clients check: the ``X-NSQ-Content-Type`` header,
+raw text for string results, unwrapped JSON, and errors as ``{"message": "CODE"}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from tidemq.nsq.protocol import NSQError, decode_mpub, valid_name
+from tidemq.nsq.stats import StatsQuery, nsqd_stats, render_text
+
+if TYPE_CHECKING:
+    from tidemq.nsq.channel import Channel, Topic
+    from tidemq.nsq.nsqd import Nsqd
+
+log = logging.getLogger(__name__)
+
+V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
+JSON_TYPE = "application/json; charset=utf-8"
+NSQD_KEY: web.AppKey[Nsqd] = web.AppKey("nsqd")
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def v1_json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(data),
+        status=status,
+        content_type="application/json",
+        charset="utf-8",
+        headers=V1_HEADERS,
+    )
+
+
+def v1_text(text: str = "") -> web.Response:
+    return web.Response(text=text, headers=V1_HEADERS)
+
+
+def error_response(status: int, message: str) -> web.Response:
+    return v1_json({"message": message}, status)
+
+
+@web.middleware
+async def nsq_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """nsqd's error shapes for our own errors and aiohttp's routing ones (404, 405, 413)."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.message)
+    except web.HTTPNotFound:
+        return error_response(404, "NOT_FOUND")
+    except web.HTTPMethodNotAllowed:
+        return error_response(405, "METHOD_NOT_ALLOWED")
+    except web.HTTPRequestEntityTooLarge:
+        return error_response(413, "BODY_TOO_BIG")
+    except web.HTTPException:
+        raise
+    except Exception:
+        log.exception("nsqd http: %s %s failed", request.method, request.path)
+        return error_response(500, "INTERNAL_ERROR")
+
+
+def _nsqd(request: web.Request) -> Nsqd:
+    return request.app[NSQD_KEY]
+
+
+def _topic_name(request: web.Request, invalid: str = "INVALID_TOPIC") -> str:
+    name = request.query.get("topic")
+    if name is None:
+        raise ApiError(400, "MISSING_ARG_TOPIC")
+    if not valid_name(name):
+        raise ApiError(400, invalid)
+    return name
+
+
+def _channel_name(request: web.Request) -> str:
+    name = request.query.get("channel")
+    if name is None:
+        raise ApiError(400, "MISSING_ARG_CHANNEL")
+    if not valid_name(name):
+        raise ApiError(400, "INVALID_ARG_CHANNEL")
+    return name
+
+
+def _existing_topic(request: web.Request, invalid: str = "INVALID_TOPIC") -> Topic:
+    topic = _nsqd(request).existing_topic(_topic_name(request, invalid))
+    if topic is None:
+        raise ApiError(404, "TOPIC_NOT_FOUND")
+    return topic
+
+
+def _existing_channel(request: web.Request) -> tuple[Topic, Channel]:
+    topic_name = _topic_name(request, "INVALID_ARG_TOPIC")
+    channel_name = _channel_name(request)
+    topic = _nsqd(request).existing_topic(topic_name)
+    if topic is None:
+        raise ApiError(404, "TOPIC_NOT_FOUND")
+    channel = topic.channels.get(channel_name)
+    if channel is None:
+        raise ApiError(404, "CHANNEL_NOT_FOUND")
+    return topic, channel
+
+
+def _flag(request: web.Request, name: str, default: bool) -> bool:
+    """nsqd's boolean query params: true/1 and false/0; anything else counts as true."""
+    value = request.query.get(name)
+    if value is None:
+        return default
+    return value not in ("false", "0")
+
+
+async def _read_body(request: web.Request, limit: int, too_big: str) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(413, too_big)
+    body = bytearray()
+    while len(body) <= limit:
+        chunk = await request.content.read(limit + 1 - len(body))
+        if not chunk:
+            return bytes(body)
+        body += chunk
+    raise ApiError(413, too_big)
+
+
+# --- handlers ---------------------------------------------------------------------------------------------
+
+
+async def ping(request: web.Request) -> web.Response:
+    error = _nsqd(request).health_error
+    if error:
+        return web.Response(text=f"NOK - {error}", status=500)
+    return web.Response(text="OK")
+
+
+async def info(request: web.Request) -> web.Response:
+    return v1_json(_nsqd(request).info())
+
+
+async def stats(request: web.Request) -> web.Response:
+    query = StatsQuery(
+        topic=request.query.get("topic"),
+        channel=request.query.get("channel"),
+        include_clients=_flag(request, "include_clients", True),
+        include_mem=_flag(request, "include_mem", True),
+    )
+    data = nsqd_stats(_nsqd(request), query)
+    if request.query.get("format") == "json":
+        return v1_json(data)
+    return v1_text(render_text(data))
+
+
+async def _publish(request: web.Request, topic: str, bodies: list[bytes], defer_ms: int = 0) -> web.Response:
+    try:
+        await _nsqd(request).publish(topic, bodies, defer_ms=defer_ms)
+    except NSQError as exc:
+        log.error("nsqd http: publish to %s failed: %s", topic, exc)
+        raise ApiError(503, "EXITING") from None
+    return v1_text("OK")
+
+
+async def pub(request: web.Request) -> web.Response:
+    cfg = _nsqd(request).config
+    body = await _read_body(request, cfg.max_msg_size, "MSG_TOO_BIG")
+    if not body:
+        raise ApiError(400, "MSG_EMPTY")
+    topic = _topic_name(request)
+    defer_ms = 0
+    if "defer" in request.query:
+        try:
+            defer_ms = int(request.query["defer"])
+        except ValueError:
+            raise ApiError(400, "INVALID_DEFER") from None
+        if not 0 <= defer_ms <= cfg.max_req_timeout_ms:
+            raise ApiError(400, "INVALID_DEFER")
+    return await _publish(request, topic, [body], defer_ms)
+
+
+async def mpub(request: web.Request) -> web.Response:
+    cfg = _nsqd(request).config
+    body = await _read_body(request, cfg.max_body_size, "BODY_TOO_BIG")
+    topic = _topic_name(request)
+    if "binary" in request.query and request.query["binary"] not in ("false", "0"):
+        try:
+            bodies = decode_mpub(body, cfg.max_msg_size)
+        except NSQError as exc:
+            raise ApiError(413, exc.code[2:]) from None
+    else:
+        bodies = [line for line in body.split(b"\n") if line]
+        if any(len(line) > cfg.max_msg_size for line in bodies):
+            raise ApiError(413, "MSG_TOO_BIG")
+    return await _publish(request, topic, bodies)
+
+
+async def topic_create(request: web.Request) -> web.Response:
+    _nsqd(request).topic(_topic_name(request))
+    return v1_text()
+
+
+async def topic_delete(request: web.Request) -> web.Response:
+    name = request.query.get("topic")
+    if name is None:
+        raise ApiError(400, "MISSING_ARG_TOPIC")
+    if not _nsqd(request).delete_topic(name):
+        raise ApiError(404, "TOPIC_NOT_FOUND")
+    return v1_text()
+
+
+async def topic_empty(request: web.Request) -> web.Response:
+    _existing_topic(request).empty()
+    return v1_text()
+
+
+def _topic_pause(paused: bool) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        if "topic" not in request.query:
+            raise ApiError(400, "MISSING_ARG_TOPIC")
+        topic = _nsqd(request).existing_topic(request.query["topic"])
+        if topic is None:
+            raise ApiError(404, "TOPIC_NOT_FOUND")
+        _nsqd(request).set_paused(topic, None, paused)
+        return v1_text()
+
+    return handler
+
+
+async def channel_create(request: web.Request) -> web.Response:
+    topic_name = _topic_name(request, "INVALID_ARG_TOPIC")
+    channel_name = _channel_name(request)
+    nsqd = _nsqd(request)
+    topic = nsqd.existing_topic(topic_name)
+    if topic is None:
+        raise ApiError(404, "TOPIC_NOT_FOUND")
+    topic.channel(channel_name)
+    return v1_text()
+
+
+async def channel_delete(request: web.Request) -> web.Response:
+    topic, channel = _existing_channel(request)
+    _nsqd(request).delete_channel(topic.name, channel.name)
+    return v1_text()
+
+
+async def channel_empty(request: web.Request) -> web.Response:
+    _, channel = _existing_channel(request)
+    channel.empty()
+    return v1_text()
+
+
+def _channel_pause(paused: bool) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        topic, channel = _existing_channel(request)
+        _nsqd(request).set_paused(topic, channel, paused)
+        return v1_text()
+
+    return handler
+
+
+async def config_get(request: web.Request) -> web.Response:
+    values = _nsqd(request).option_values()
+    opt = request.match_info["opt"]
+    if opt not in values:
+        raise ApiError(400, "INVALID_OPTION")
+    return v1_json(values[opt])
+
+
+async def config_put(request: web.Request) -> web.Response:
+    nsqd = _nsqd(request)
+    opt = request.match_info["opt"]
+    body = await _read_body(request, nsqd.config.max_msg_size, "INVALID_VALUE")
+    if not body:
+        raise ApiError(413, "INVALID_VALUE")
+    if opt == "nsqlookupd_tcp_addresses":
+        try:
+            addresses = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise ApiError(400, "INVALID_VALUE") from None
+        if not isinstance(addresses, list) or not all(_host_port(a) for a in addresses):
+            raise ApiError(400, "INVALID_VALUE")
+        await nsqd.set_lookupd_addresses(addresses)
+    elif opt == "log_level":
+        level = body.decode(errors="replace").strip().lower()
+        if level not in LOG_LEVELS:
+            raise ApiError(400, "INVALID_VALUE")
+        nsqd.log_level = level
+    else:
+        raise ApiError(400, "INVALID_OPTION")
+    return v1_json(nsqd.option_values()[opt])
+
+
+def _host_port(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    host, _, port = value.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
+def make_app(nsqd: Nsqd) -> web.Application:
+    cfg = nsqd.config
+    app = web.Application(
+        middlewares=[nsq_errors], client_max_size=max(cfg.max_body_size, cfg.max_msg_size) + 1
+    )
+    app[NSQD_KEY] = nsqd
+    routes = [
+        web.get("/ping", ping),
+        web.get("/info", info),
+        web.get("/stats", stats),
+        web.post("/pub", pub),
+        web.post("/mpub", mpub),
+        web.post("/topic/create", topic_create),
+        web.post("/topic/delete", topic_delete),
+        web.post("/topic/empty", topic_empty),
+        web.post("/topic/pause", _topic_pause(True)),
+        web.post("/topic/unpause", _topic_pause(False)),
+        web.post("/channel/create", channel_create),
+        web.post("/channel/delete", channel_delete),
+        web.post("/channel/empty", channel_empty),
+        web.post("/channel/pause", _channel_pause(True)),
+        web.post("/channel/unpause", _channel_pause(False)),
+        web.get("/config/{opt}", config_get),
+        web.put("/config/{opt}", config_put),
+    ]
+    app.add_routes(routes)
+    return app
