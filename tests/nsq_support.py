@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
+import struct
 import time
 
 import orjson
 
+from tidemq.nsq.compression import Deflate, Snappy, StreamCompression
 from tidemq.nsq.protocol import (
     MAGIC_V2,
     FrameParser,
@@ -25,6 +28,7 @@ class RawNsq:
         self.parser = FrameParser()
         self.frames: list[tuple[int, bytes]] = []
         self.heartbeats = 0
+        self.compression: StreamCompression | None = None
 
     @classmethod
     async def open(cls, addr: str, *, magic: bool = True) -> RawNsq:
@@ -36,10 +40,10 @@ class RawNsq:
         return client
 
     def send(self, name: str, *params: str | bytes, body: bytes | None = None) -> None:
-        self.writer.write(encode_command(name, *params, body=body))
+        self.send_raw(encode_command(name, *params, body=body))
 
     def send_raw(self, data: bytes) -> None:
-        self.writer.write(data)
+        self.writer.write(self.compression.compress(data) if self.compression else data)
 
     async def frame(self, timeout: float = 5.0, skip_heartbeats: bool = True) -> tuple[int, bytes]:
         deadline = time.monotonic() + timeout
@@ -56,6 +60,8 @@ class RawNsq:
             chunk = await asyncio.wait_for(self.reader.read(65536), remaining)
             if not chunk:
                 raise ConnectionError("connection closed")
+            if self.compression is not None:
+                chunk = self.compression.decompress(chunk)
             self.frames += self.parser.feed(chunk)
 
     async def response(self, timeout: float = 5.0) -> bytes:
@@ -77,6 +83,35 @@ class RawNsq:
         self.send("IDENTIFY", body=orjson.dumps({"feature_negotiation": True, **fields}))
         answer = await self.response()
         return orjson.loads(answer)  # type: ignore[no-any-return]
+
+    async def identify_upgrade(
+        self, tls: ssl.SSLContext | None = None, **fields: object
+    ) -> dict[str, object]:
+        """IDENTIFY, then follow the upgrades the server grants (TLS, then snappy or deflate).
+
+        The JSON reply is read byte-exactly so that whatever follows it (the first compressed bytes)
+        stays in the reader for the new decompressor, as spec 1.8 warns.
+        """
+        self.send(
+            "IDENTIFY", body=orjson.dumps({"feature_negotiation": True, "tls_v1": tls is not None, **fields})
+        )
+        answer: dict[str, object] = orjson.loads(await self._exact_response())
+        if answer["tls_v1"]:
+            assert tls is not None
+            await self.writer.start_tls(tls, server_hostname="127.0.0.1")
+            assert await self._exact_response() == b"OK"
+        if answer["snappy"] or answer["deflate"]:
+            level = answer["deflate_level"]
+            assert isinstance(level, int)
+            self.compression = Snappy() if answer["snappy"] else Deflate(level)
+            assert await self.response() == b"OK"
+        return answer
+
+    async def _exact_response(self) -> bytes:
+        size, ftype = struct.unpack(">ii", await self.reader.readexactly(8))
+        data = await self.reader.readexactly(size - 4)
+        assert ftype == FrameType.RESPONSE, data
+        return data
 
     async def pub(self, topic: str, body: bytes) -> bytes:
         self.send("PUB", topic, body=body)

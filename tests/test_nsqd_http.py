@@ -238,11 +238,11 @@ def test_config_get_and_put(server: ServerProcess) -> None:
 
 def test_nsqd_registers_topics_and_channels_with_lookupd(server: ServerProcess) -> None:
     def lookup(topic: str) -> tuple[int, Any]:
-        status, headers, body = http(server, "GET", f"/lookup?topic={topic}", lookupd=True)
+        status, _headers, body = http(server, "GET", f"/lookup?topic={topic}", lookupd=True)
         return status, orjson.loads(body)
 
     ok(server, "POST", "/topic/create?topic=h_lookup")
-    status, found = wait_for(lambda: (r := lookup("h_lookup"))[0] == 200 and r)
+    _status, found = wait_for(lambda: (r := lookup("h_lookup"))[0] == 200 and r)
     producer = found["producers"][0]
     assert producer["tcp_port"] == server.nsqd_port and producer["http_port"] == server.nsqd_http_port
     assert producer["broadcast_address"] == "127.0.0.1" and producer["version"] == "1.3.0"
