@@ -7,13 +7,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ALIONS := interop/ali-ons
 ALIONS_STAMP := $(ALIONS)/node_modules/.installed
+NSQJS := interop/nsqjs
+NSQJS_STAMP := $(NSQJS)/node_modules/.installed
 
 .PHONY: quickstart test lint typecheck pytest bench clean
 
 quickstart: $(STAMP)
 	$(PY) -m tidemq.demo
 
-test: $(STAMP) $(ALIONS_STAMP) lint typecheck pytest
+test: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) lint typecheck pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
@@ -22,7 +24,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP) $(ALIONS_STAMP)
+pytest: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
@@ -36,10 +38,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-$(ALIONS_STAMP): $(ALIONS)/package-lock.json
+# The Node clients of the interop tests (ali-ons, nsqjs), each pinned by its lockfile.
+interop/%/node_modules/.installed: interop/%/package-lock.json
 	command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q nodejs npm; }
-	cd $(ALIONS) && npm ci --no-audit --no-fund --loglevel=error
+	cd interop/$* && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(ALIONS)/node_modules var
+	rm -rf $(VENV) $(ALIONS)/node_modules $(NSQJS)/node_modules var

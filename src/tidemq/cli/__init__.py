@@ -42,11 +42,11 @@ def load_config_file(ctx: click.Context, param: click.Parameter, value: str | No
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
 def main(log_level: str) -> None:
-    """tidemq: a pure-Python message queue speaking RocketMQ 4.x remoting."""
+    """tidemq: a pure-Python message queue speaking RocketMQ 4.x remoting and NSQ."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-from tidemq.cli import admin, messages, servers  # noqa: E402
+from tidemq.cli import admin, lookupd, messages, nsq_tools, servers  # noqa: E402
 
-for _module in (servers, messages, admin):
+for _module in (servers, lookupd, messages, admin, nsq_tools):
     _module.register(main)
