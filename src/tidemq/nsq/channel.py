@@ -96,6 +96,8 @@ class Channel:
         self._deadlines: list[tuple[float, bytes]] = []
         self.stats = ChannelStats()
         self.deleted = False
+        #: Offset ranges [start, end) an ephemeral channel dropped because it was full.
+        self.dropped: list[tuple[int, int]] = []
 
     @property
     def store(self) -> MessageStore:
@@ -107,6 +109,9 @@ class Channel:
     def depth(self) -> int:
         """Messages waiting for delivery (nsqd's depth: not in flight, not deferred)."""
         unread = max(0, self.store.max_offset(self.topic.store_topic, 0) - self.next_offset)
+        unread -= sum(
+            end - max(start, self.next_offset) for start, end in self.dropped if end > self.next_offset
+        )
         return unread + len(self.read_ahead) + len(self.requeued)
 
     def snapshot(self) -> dict[str, Any]:
@@ -177,12 +182,19 @@ class Channel:
         now = now_ms()
         for data in result.messages:
             item = self._decode(data)
+            if self.dropped and self._was_dropped(item.offset):
+                continue
             self.attempts.setdefault(item.offset, 0)
             if item.due_ms > now:
                 heapq.heappush(self.deferred, (item.due_ms, item.offset))
             else:
                 self.read_ahead.append(item)
         self.next_offset = result.next_begin_offset
+        if self.dropped:
+            self.dropped = [r for r in self.dropped if r[1] > self.next_offset]
+
+    def _was_dropped(self, offset: int) -> bool:
+        return any(start <= offset < end for start, end in self.dropped)
 
     def _read_one(self, offset: int) -> _Stored | None:
         result = self.store.get(self.topic.store_topic, 0, offset, 1)
@@ -305,11 +317,13 @@ class Channel:
         self._deadlines.clear()
         self.attempts.clear()
 
-    def drop_overflow(self, limit: int) -> None:
-        """Ephemeral channels keep at most ``limit`` waiting messages, like nsqd's memory queue."""
-        backlog = self.store.max_offset(self.topic.store_topic, 0) - self.next_offset
-        if backlog > limit:
-            self.next_offset += backlog - limit
+    def drop_overflow(self, first_new: int, end: int, limit: int) -> None:
+        """An ephemeral channel holds at most ``limit`` waiting messages; like nsqd's memory queue in
+        front of a discarding backend, it drops what arrives once it is full (the newest)."""
+        waiting_before = self.depth - (end - first_new)
+        keep = max(0, limit - waiting_before)
+        if first_new + keep < end:
+            self.dropped.append((first_new + keep, end))
 
 
 def _sampled_out(rate: int) -> bool:

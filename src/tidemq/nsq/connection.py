@@ -28,6 +28,7 @@ from tidemq.nsq.protocol import (
     decode_mpub,
     encode_frame,
     encode_message,
+    go_quote,
     parse_int,
     valid_name,
 )
@@ -48,7 +49,7 @@ class NsqConnection(asyncio.Protocol):
     def __init__(self, nsqd: Nsqd) -> None:
         cfg = nsqd.config
         self.nsqd = nsqd
-        self.parser = CommandParser(cfg.max_body_size, cfg.max_msg_size)
+        self.parser = CommandParser(cfg.max_body_size, cfg.max_msg_size, self.precheck)
         self.transport: asyncio.Transport | None = None
         self.state = State.INIT
         self.client_id = ""
@@ -192,7 +193,8 @@ class NsqConnection(asyncio.Protocol):
                     raise item
                 await self._handle(item)
             except NSQError as err:
-                self.send_error(err)
+                if err.answer:
+                    self.send_error(err)
                 if err.fatal:
                     log.info("client %s: %s; closing", self.remote, err)
                     self._commands.clear()
@@ -203,9 +205,12 @@ class NsqConnection(asyncio.Protocol):
         handler = _HANDLERS.get(cmd.name)
         if handler is None:
             raise NSQError("E_INVALID", f"invalid command {cmd.name.decode(errors='replace')}")
+        self._check_tls(cmd)
+        await handler(self, cmd)
+
+    def _check_tls(self, cmd: Command) -> None:
         if cmd.name != b"IDENTIFY" and self.nsqd.config.tls_required is not TLSRequired.NO and not self.tls:
             raise NSQError("E_INVALID", f"cannot {cmd.name.decode()} in current state (TLS required)")
-        await handler(self, cmd)
 
     def _require_state(self, cmd: Command, *states: State) -> None:
         if self.state not in states:
@@ -312,9 +317,9 @@ class NsqConnection(asyncio.Protocol):
             raise NSQError("E_INVALID", "SUB insufficient number of parameters")
         topic, channel = cmd.params[0].decode(errors="replace"), cmd.params[1].decode(errors="replace")
         if not valid_name(topic):
-            raise NSQError("E_BAD_TOPIC", f"SUB topic name {topic!r} is not valid")
+            raise NSQError("E_BAD_TOPIC", f"SUB topic name {go_quote(topic)} is not valid")
         if not valid_name(channel):
-            raise NSQError("E_BAD_CHANNEL", f"SUB channel name {channel!r} is not valid")
+            raise NSQError("E_BAD_CHANNEL", f"SUB channel name {go_quote(channel)} is not valid")
         await self._check_auth("SUB", topic, channel)
         self.channel = self.nsqd.subscribe(topic, channel, self)
         self.state = State.SUBSCRIBED
@@ -324,19 +329,19 @@ class NsqConnection(asyncio.Protocol):
         if self.state is State.CLOSING:
             return
         self._require_state(cmd, State.SUBSCRIBED)
-        count = parse_int(cmd.params[0], "RDY count") if cmd.params else 1
+        count = parse_int(cmd.params[0], "RDY", "count") if cmd.params else 1
         if count > self.nsqd.config.max_rdy_count:
             raise NSQError("E_INVALID", f"RDY count {count} out of range 0-{self.nsqd.config.max_rdy_count}")
         self.rdy = count
         if self.channel is not None:
             self.channel.pump()
 
-    def _message_id(self, cmd: Command, verb: str) -> bytes:
+    def _message_id(self, cmd: Command, verb: str, params: int = 1) -> bytes:
         self._require_state(cmd, State.SUBSCRIBED, State.CLOSING)
-        if not cmd.params:
+        if len(cmd.params) < params:
             raise NSQError("E_INVALID", f"{verb} insufficient number of params")
         if len(cmd.params[0]) != 16:
-            raise NSQError("E_INVALID", f"{verb} invalid message ID")
+            raise NSQError("E_INVALID", "invalid message ID")
         return cmd.params[0]
 
     async def fin(self, cmd: Command) -> None:
@@ -348,10 +353,8 @@ class NsqConnection(asyncio.Protocol):
         self.stats["finish_count"] += 1
 
     async def req(self, cmd: Command) -> None:
-        msg_id = self._message_id(cmd, "REQ")
-        if len(cmd.params) < 2:
-            raise NSQError("E_INVALID", "REQ insufficient number of params")
-        delay = min(parse_int(cmd.params[1], "REQ timeout"), self.nsqd.config.max_req_timeout_ms)
+        msg_id = self._message_id(cmd, "REQ", params=2)
+        delay = min(parse_int(cmd.params[1], "REQ", "timeout"), self.nsqd.config.max_req_timeout_ms)
         assert self.channel is not None
         problem = self.channel.requeue(self, msg_id, delay)
         if problem:
@@ -374,42 +377,58 @@ class NsqConnection(asyncio.Protocol):
     async def nop(self, cmd: Command) -> None:
         return None
 
-    def _topic_param(self, cmd: Command) -> str:
-        if not cmd.params:
-            raise NSQError("E_INVALID", f"{cmd.name.decode()} insufficient number of parameters")
+    # --- publishing: nsqd checks the command line before it reads the body -------------------------
+
+    def precheck(self, cmd: Command) -> NSQError | None:
+        """What nsqd rejects on a body command's line alone, before reading (or buffering) the body."""
+        try:
+            self._check_tls(cmd)
+            if cmd.name in (b"IDENTIFY", b"AUTH"):
+                self._require_state(cmd, State.INIT)
+                if cmd.name == b"AUTH" and cmd.params:
+                    raise NSQError("E_INVALID", "AUTH invalid number of parameters")
+            else:
+                self._publish_params(cmd)
+        except NSQError as err:
+            return err
+        return None
+
+    def _publish_params(self, cmd: Command) -> tuple[str, int]:
+        """PUB/MPUB/DPUB's topic (and DPUB's delay), checked in nsqd's order."""
+        verb = cmd.name.decode()
+        if len(cmd.params) < (2 if verb == "DPUB" else 1):
+            raise NSQError("E_INVALID", f"{verb} insufficient number of parameters")
         topic = cmd.params[0].decode(errors="replace")
         if not valid_name(topic):
-            raise NSQError("E_BAD_TOPIC", f"{cmd.name.decode()} topic name {topic!r} is not valid")
-        return topic
+            prefix = "E_BAD_TOPIC " if verb == "MPUB" else ""  # nsqd repeats the code in MPUB's text
+            raise NSQError("E_BAD_TOPIC", f"{prefix}{verb} topic name {go_quote(topic)} is not valid")
+        delay = 0
+        if verb == "DPUB":
+            delay = parse_int(cmd.params[1], "DPUB", "timeout")
+            limit = self.nsqd.config.max_req_timeout_ms
+            if delay > limit:
+                raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-{limit}")
+        return topic, delay
 
-    async def _publish(self, verb: str, topic: str, bodies: list[bytes], defer_ms: int = 0) -> None:
+    async def _publish(self, cmd: Command, bodies: list[bytes] | None = None) -> None:
+        topic, defer_ms = self._publish_params(cmd)
+        verb = cmd.name.decode()
+        if bodies is None:
+            bodies = [cmd.body or b""]
         await self._check_auth(verb, topic)
         await self.nsqd.publish(topic, bodies, defer_ms=defer_ms, error_code=f"E_{verb}_FAILED")
         self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
         self.send_response(OK)
 
     async def pub(self, cmd: Command) -> None:
-        await self._publish("PUB", self._topic_param(cmd), [cmd.body or b""])
+        await self._publish(cmd)
 
     async def mpub(self, cmd: Command) -> None:
-        if not cmd.params:
-            raise NSQError("E_INVALID", "MPUB insufficient number of parameters")
-        topic = cmd.params[0].decode(errors="replace")
-        if not valid_name(topic):
-            raise NSQError("E_BAD_TOPIC", f"E_BAD_TOPIC MPUB topic name {topic!r} is not valid")
-        bodies = decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size)
-        await self._publish("MPUB", topic, bodies)
+        self._publish_params(cmd)
+        await self._publish(cmd, decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size))
 
     async def dpub(self, cmd: Command) -> None:
-        topic = self._topic_param(cmd)
-        if len(cmd.params) < 2:
-            raise NSQError("E_INVALID", "DPUB insufficient number of parameters")
-        delay = parse_int(cmd.params[1], "DPUB timeout")
-        if delay > self.nsqd.config.max_req_timeout_ms:
-            raise NSQError(
-                "E_INVALID", f"DPUB timeout {delay} out of range 0-{self.nsqd.config.max_req_timeout_ms}"
-            )
-        await self._publish("DPUB", topic, [cmd.body or b""], delay)
+        await self._publish(cmd)
 
 
 _HANDLERS = {

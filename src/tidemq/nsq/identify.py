@@ -26,42 +26,63 @@ class Negotiated:
     msg_timeout_ms: int
 
 
+def _decode_failed() -> NSQError:
+    """Go's json.Unmarshal into nsqd's struct: a wrong type fails the decode, null keeps the default."""
+    return NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
+
+
 def _int(data: dict[str, Any], key: str) -> int:
-    value = data.get(key, 0)
+    value = data.get(key)
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        raise NSQError("E_BAD_BODY", f"IDENTIFY {key} must be an integer, got {value!r}")
+        raise _decode_failed()
     return value
 
 
 def _bool(data: dict[str, Any], key: str) -> bool:
-    value = data.get(key, False)
+    value = data.get(key)
+    if value is None:
+        return False
     if not isinstance(value, bool):
-        raise NSQError("E_BAD_BODY", f"IDENTIFY {key} must be a boolean, got {value!r}")
+        raise _decode_failed()
     return value
 
 
 def _str(data: dict[str, Any], key: str, default: str) -> str:
-    value = data.get(key, default)
+    value = data.get(key)
+    if value is None:
+        return default
     if not isinstance(value, str):
-        raise NSQError("E_BAD_BODY", f"IDENTIFY {key} must be a string, got {value!r}")
+        raise _decode_failed()
     return value
 
 
 def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise NSQError("E_BAD_BODY", "IDENTIFY body must be a JSON object")
+        raise _decode_failed()
+    fields = ("client_id", "hostname", "user_agent")
+    flags = ("feature_negotiation", "tls_v1", "deflate", "snappy")
+    numbers = (
+        "heartbeat_interval",
+        "output_buffer_size",
+        "output_buffer_timeout",
+        "sample_rate",
+        "msg_timeout",
+    )
+    for key in fields:
+        _str(data, key, "")
+    for key in flags:
+        _bool(data, key)
+    for key in (*numbers, "deflate_level"):
+        _int(data, key)
     heartbeat = _int(data, "heartbeat_interval")
     if heartbeat == 0:
         heartbeat = cfg.client_timeout_ms // 2
     elif heartbeat != -1 and not 1000 <= heartbeat <= cfg.max_heartbeat_interval_ms:
         raise NSQError("E_BAD_BODY", f"IDENTIFY heartbeat interval ({heartbeat}) is invalid")
-    buffer_size = _int(data, "output_buffer_size")
-    if buffer_size == 0:
-        buffer_size = 16384
-    elif buffer_size != -1 and not 64 <= buffer_size <= cfg.max_output_buffer_size:
-        raise NSQError("E_BAD_BODY", f"IDENTIFY output buffer size ({buffer_size}) is invalid")
     buffer_timeout = _int(data, "output_buffer_timeout")
     if buffer_timeout == 0:
         buffer_timeout = cfg.output_buffer_timeout_ms
@@ -70,6 +91,11 @@ def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
         and not cfg.min_output_buffer_timeout_ms <= buffer_timeout <= cfg.max_output_buffer_timeout_ms
     ):
         raise NSQError("E_BAD_BODY", f"IDENTIFY output buffer timeout ({buffer_timeout}) is invalid")
+    buffer_size = _int(data, "output_buffer_size")
+    if buffer_size == 0:
+        buffer_size = 16384
+    elif buffer_size != -1 and not 64 <= buffer_size <= cfg.max_output_buffer_size:
+        raise NSQError("E_BAD_BODY", f"IDENTIFY output buffer size ({buffer_size}) is invalid")
     sample_rate = _int(data, "sample_rate")
     if not 0 <= sample_rate <= 99:
         raise NSQError("E_BAD_BODY", f"IDENTIFY sample rate ({sample_rate}) is invalid")
@@ -78,11 +104,11 @@ def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
         msg_timeout = cfg.msg_timeout_ms
     elif not 1000 <= msg_timeout <= cfg.max_msg_timeout_ms:
         raise NSQError("E_BAD_BODY", f"IDENTIFY msg timeout ({msg_timeout}) is invalid")
-    level = _int(data, "deflate_level")
-    level = cfg.max_deflate_level if level <= 0 else min(level, cfg.max_deflate_level)
     negotiation = _bool(data, "feature_negotiation")
     tls_v1 = _bool(data, "tls_v1") and negotiation and bool(cfg.tls_cert and cfg.tls_key)
     deflate = _bool(data, "deflate") and negotiation and cfg.deflate
+    requested_level = _int(data, "deflate_level")
+    level = min(requested_level if deflate and requested_level > 0 else 6, cfg.max_deflate_level)
     snappy = _bool(data, "snappy") and negotiation and cfg.snappy
     if snappy and deflate:
         raise NSQError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")

@@ -125,7 +125,11 @@ class Nsqd:
         topic = self.topic(topic_name)
         channel = topic.channel(channel_name)
         if self.config.max_channel_consumers and len(channel.clients) >= self.config.max_channel_consumers:
-            raise NSQError("E_SUB_FAILED", f"channel consumers for {topic_name}:{channel_name} exceeds limit")
+            limit = self.config.max_channel_consumers
+            raise NSQError(
+                "E_SUB_FAILED",
+                f"SUB failed consumers for {topic_name}:{channel_name} exceeds limit of {limit}",
+            )
         channel.add_client(client)
         return channel
 
@@ -183,6 +187,7 @@ class Nsqd:
             )
             for body in bodies
         ]
+        first_new = topic.end_offset
         try:
             result = self.store.put(requests)
             if self.store.config.flush_mode is FlushMode.SYNC:
@@ -195,9 +200,9 @@ class Nsqd:
         topic.message_bytes += sum(map(len, bodies))
         if not topic.channels:
             return
-        if topic.ephemeral:
-            for channel in topic.channels.values():
-                channel.drop_overflow(self.config.mem_queue_size)
+        for channel in topic.channels.values():
+            if channel.ephemeral:
+                channel.drop_overflow(first_new, topic.end_offset, self.config.mem_queue_size)
         topic.pump()
 
     # --- lifecycle ------------------------------------------------------------------------------------

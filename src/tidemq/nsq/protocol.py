@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 MAGIC_V2 = b"  V2"
@@ -34,15 +34,40 @@ class FrameType(enum.IntEnum):
 class NSQError(Exception):
     """An error frame: ``code`` (E_INVALID, ...) and whether the connection must close after it."""
 
-    def __init__(self, code: str, description: str, fatal: bool = True) -> None:
+    def __init__(self, code: str, description: str, fatal: bool = True, answer: bool = True) -> None:
         super().__init__(f"{code} {description}")
         self.code = code
         self.description = description
         self.fatal = fatal
+        #: False where nsqd just drops the connection without an error frame.
+        self.answer = answer
 
     @property
     def payload(self) -> bytes:
-        return f"{self.code} {self.description}".encode()
+        return f"{self.code} {self.description}".encode() if self.description else self.code.encode()
+
+
+def go_quote(text: str) -> str:
+    """Go's ``%q`` of a string: nsqd quotes names that way in its error texts."""
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
 def valid_name(name: str) -> bool:
@@ -132,13 +157,15 @@ def decode_mpub(body: bytes, max_msg_size: int) -> list[bytes]:
         raise NSQError("E_BAD_BODY", f"MPUB invalid message count {count}")
     pos = 4
     msgs = []
-    for _ in range(count):
+    for i in range(count):
         if pos + 4 > len(body):
             raise NSQError("E_BAD_BODY", "MPUB failed to read message body size")
         (size,) = _SIZE.unpack_from(body, pos)
         pos += 4
-        if size <= 0 or size > max_msg_size:
-            raise NSQError("E_BAD_MESSAGE", f"MPUB invalid message body size {size}")
+        if size <= 0:
+            raise NSQError("E_BAD_MESSAGE", f"MPUB invalid message({i}) body size {size}")
+        if size > max_msg_size:
+            raise NSQError("E_BAD_MESSAGE", f"MPUB message too big {size} > {max_msg_size}")
         if pos + size > len(body):
             raise NSQError("E_BAD_BODY", "MPUB failed to read message body")
         msgs.append(body[pos : pos + size])
@@ -162,7 +189,14 @@ class CommandParser:
     without reading it. An error is yielded in place of the command; a fatal one ends parsing.
     """
 
-    def __init__(self, max_body_size: int = 5 * 1024 * 1024, max_msg_size: int = 1024 * 1024) -> None:
+    def __init__(
+        self,
+        max_body_size: int = 5 * 1024 * 1024,
+        max_msg_size: int = 1024 * 1024,
+        precheck: Callable[[Command], NSQError | None] | None = None,
+    ) -> None:
+        #: Validates a body command's line before its body is read, as nsqd does.
+        self.precheck = precheck
         self._buf = bytearray()
         self._magic_seen = False
         self._pending: Command | None = None
@@ -180,9 +214,7 @@ class CommandParser:
                 return
             if bytes(self._buf[:4]) != MAGIC_V2:
                 self.broken = True
-                yield NSQError(
-                    "E_BAD_PROTOCOL", f"client sent an invalid protocol version {bytes(self._buf[:4])!r}"
-                )
+                yield NSQError("E_BAD_PROTOCOL", "")
                 return
             del self._buf[:4]
             self._magic_seen = True
@@ -216,7 +248,7 @@ class CommandParser:
         end = buf.find(b"\n")
         if end < 0:
             if len(buf) > MAX_LINE:
-                return NSQError("E_INVALID", f"command line longer than {MAX_LINE} bytes")
+                return NSQError("E_INVALID", f"command line longer than {MAX_LINE} bytes", answer=False)
             return None
         line = bytes(buf[:end])
         del buf[: end + 1]
@@ -225,6 +257,9 @@ class CommandParser:
         name, *params = line.split(b" ")
         cmd = Command(name, params)
         if name in BODY_COMMANDS:
+            problem = self.precheck(cmd) if self.precheck is not None else None
+            if problem is not None:
+                return problem
             self._pending = cmd
             return self._next()
         return cmd
@@ -244,8 +279,8 @@ class CommandParser:
         return None
 
 
-def parse_int(raw: bytes, what: str) -> int:
+def parse_int(raw: bytes, verb: str, what: str) -> int:
     """nsqd's digit-only integer parsing: no sign, an empty value is 0."""
     if raw and not raw.isdigit():
-        raise NSQError("E_INVALID", f"could not parse {what} {raw.decode(errors='replace')!r}")
+        raise NSQError("E_INVALID", f"{verb} could not parse {what} {raw.decode(errors='replace')}")
     return int(raw) if raw else 0
