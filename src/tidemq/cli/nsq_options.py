@@ -14,9 +14,12 @@ TLS_REQUIRED = {"false": TLSRequired.NO, "tcp-https": TLSRequired.EXCEPT_HTTP, "
 
 
 def host_port(value: str, option: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port``, or ``:port`` for every interface."""
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint=option)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     return host or "0.0.0.0", int(port)
 
 

@@ -20,7 +20,7 @@ from tidemq.store import FlushMode, StoreConfig, StoreError
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def _config_option() -> Decorator:
+def config_option() -> Decorator:
     from tidemq.cli import load_config_file
 
     return click.option(
@@ -114,7 +114,7 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
     return config
 
 
-def _run(plan: ServerPlan) -> None:
+def run_plan(plan: ServerPlan) -> None:
     plan.on_ready = lambda parts: click.echo("tidemq ready: " + ", ".join(parts), err=False)
     try:
         asyncio.run(serve(plan))
@@ -151,7 +151,7 @@ namesrv_port_option = click.option(
 
 def register(main: click.Group) -> None:
     @main.command()
-    @_config_option()
+    @config_option()
     @listen_option
     @namesrv_port_option
     @_broker_options
@@ -190,10 +190,10 @@ def register(main: click.Group) -> None:
         plan = ServerPlan(listen, namesrv_port, _broker_config(listen, [], opts), store)
         plan.nsqd = None if no_nsq else nsqd
         plan.lookupd = None if no_lookupd else lookupd
-        _run(plan)
+        run_plan(plan)
 
     @main.command()
-    @_config_option()
+    @config_option()
     @click.option("--tcp-address", default="127.0.0.1:4150", show_default=True, help="TCP protocol V2.")
     @click.option("--http-address", default="127.0.0.1:4151", show_default=True, help="HTTP API.")
     @_store_options
@@ -213,18 +213,18 @@ def register(main: click.Group) -> None:
         if http_host != host:
             raise click.BadParameter("must use the same host as --tcp-address", param_hint="--http-address")
         store = _store_config(data_dir, flush, segment_size, retention_hours)
-        _run(ServerPlan(None, 0, None, store, nsqd_config(host, tcp_port, http_port, opts)))
+        run_plan(ServerPlan(None, 0, None, store, nsqd_config(host, tcp_port, http_port, opts)))
 
     @main.command()
-    @_config_option()
+    @config_option()
     @listen_option
     @namesrv_port_option
     def namesrv(listen: str, namesrv_port: int) -> None:
         """Run a name server alone."""
-        _run(ServerPlan(listen, namesrv_port))
+        run_plan(ServerPlan(listen, namesrv_port))
 
     @main.command()
-    @_config_option()
+    @config_option()
     @listen_option
     @click.option(
         "--namesrv", "namesrv_addr", required=True, help="HOST:PORT[;HOST:PORT...] of name servers."
@@ -247,4 +247,4 @@ def register(main: click.Group) -> None:
             if not host or not port.isdigit():
                 raise click.BadParameter(f"{addr!r} is not HOST:PORT", param_hint="--namesrv")
         store = _store_config(data_dir, flush, segment_size, retention_hours)
-        _run(ServerPlan(None, 0, _broker_config(listen, addrs, opts), store))
+        run_plan(ServerPlan(None, 0, _broker_config(listen, addrs, opts), store))

@@ -304,7 +304,7 @@ def _host_port(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     host, _, port = value.rpartition(":")
-    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+    return bool(host.strip()) and host == host.strip() and port.isdigit() and 0 < int(port) < 65536
 
 
 def make_app(nsqd: Nsqd) -> web.Application:

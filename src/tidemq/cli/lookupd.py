@@ -1,0 +1,77 @@
+"""``tidemq nsqlookupd``: the lookupd alone in the foreground, with nsqlookupd's flag names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tidemq.cli.nsq_options import host_port
+from tidemq.cli.servers import config_option, run_plan
+from tidemq.embedded import ServerPlan
+from tidemq.nsq.client import parse_duration
+from tidemq.nsq.lookupd import LookupdConfig
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: Any) -> float:
+    """Go duration text (or a number of seconds from a TOML config) to seconds."""
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        try:
+            seconds = parse_duration(str(value))
+        except ValueError as exc:
+            raise click.BadParameter(f"{exc} (use e.g. 45s, 5m, 100ms, 1h30m)") from None
+    if seconds < 0:
+        raise click.BadParameter(f"{value!r} is negative")
+    return seconds
+
+
+def register(main: click.Group) -> None:
+    @main.command("nsqlookupd")
+    @config_option()
+    @click.option("--tcp-address", default="127.0.0.1:4160", show_default=True, help="HOST:PORT for nsqd.")
+    @click.option("--http-address", default="127.0.0.1:4161", show_default=True, help="HOST:PORT for HTTP.")
+    @click.option(
+        "--broadcast-address",
+        default="",
+        help="Address of this lookupd that nsqd is told about [default: the hostname].",
+    )
+    @click.option(
+        "--inactive-producer-timeout",
+        type=click.UNPROCESSED,
+        metavar="DURATION",
+        callback=_duration,
+        default="300s",
+        show_default=True,
+        help="Hide an nsqd from /lookup and /nodes this long after its last ping.",
+    )
+    @click.option(
+        "--tombstone-lifetime",
+        type=click.UNPROCESSED,
+        metavar="DURATION",
+        callback=_duration,
+        default="45s",
+        show_default=True,
+        help="How long a tombstoned producer stays hidden from /lookup.",
+    )
+    def nsqlookupd(
+        tcp_address: str,
+        http_address: str,
+        broadcast_address: str,
+        inactive_producer_timeout: float,
+        tombstone_lifetime: float,
+    ) -> None:
+        """Run an nsqlookupd-compatible discovery server (foreground; Ctrl-C stops it)."""
+        tcp_host, tcp_port = host_port(tcp_address, "--tcp-address")
+        http_host, http_port = host_port(http_address, "--http-address")
+        config = LookupdConfig(
+            host=tcp_host,
+            tcp_port=tcp_port,
+            http_port=http_port,
+            http_host=http_host,
+            broadcast_address=broadcast_address,
+            inactive_producer_timeout_s=inactive_producer_timeout,
+            tombstone_lifetime_s=tombstone_lifetime,
+        )
+        run_plan(ServerPlan(lookupd=config))
