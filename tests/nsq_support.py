@@ -6,9 +6,11 @@ import asyncio
 import ssl
 import struct
 import time
+from pathlib import Path
 
 import orjson
 
+from tests.support import ServerProcess, free_port
 from tidemq.nsq.compression import Deflate, Snappy, StreamCompression
 from tidemq.nsq.protocol import (
     MAGIC_V2,
@@ -139,3 +141,30 @@ class RawNsq:
 
     def close(self) -> None:
         self.writer.close()
+
+
+class LookupdProcess(ServerProcess):
+    """``tidemq nsqlookupd`` on two free loopback ports, broadcasting 127.0.0.1."""
+
+    def __init__(self, data_dir: Path, *extra: str) -> None:
+        self.tcp_port = free_port()
+        self.http_port = free_port()
+        super().__init__(
+            data_dir,
+            "--tcp-address",
+            f"127.0.0.1:{self.tcp_port}",
+            "--http-address",
+            f"127.0.0.1:{self.http_port}",
+            "--broadcast-address",
+            "127.0.0.1",
+            *extra,
+            command="nsqlookupd",
+        )
+
+    @property
+    def tcp(self) -> str:
+        return f"127.0.0.1:{self.tcp_port}"
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"

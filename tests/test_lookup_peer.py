@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.nsq_support import LookupdProcess
 from tests.support import free_port, run
-from tests.test_nsqlookupd import LookupdProcess
 from tidemq.nsq.lookup_peer import LookupdRegistrar
 
 IDENTITY = {

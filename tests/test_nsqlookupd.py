@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.support import ServerProcess, free_port, wait_for
+from tests.nsq_support import LookupdProcess
+from tests.support import ServerProcess, wait_for
 from tidemq.nsq.client import parse_duration as parse_go_duration
 from tidemq.nsq.lookupd import PeerInfo, RegistrationDB
 from tidemq.nsq.lookupd.tcp import LookupCommand, LookupParser
@@ -37,33 +38,6 @@ IDENTITY = {
     "hostname": "nsqd-host",
     "broadcast_address": "127.0.0.1",
 }
-
-
-class LookupdProcess(ServerProcess):
-    """``tidemq nsqlookupd`` on two free loopback ports, broadcasting 127.0.0.1."""
-
-    def __init__(self, data_dir: Path, *extra: str) -> None:
-        self.tcp_port = free_port()
-        self.http_port = free_port()
-        super().__init__(
-            data_dir,
-            "--tcp-address",
-            f"127.0.0.1:{self.tcp_port}",
-            "--http-address",
-            f"127.0.0.1:{self.http_port}",
-            "--broadcast-address",
-            "127.0.0.1",
-            *extra,
-            command="nsqlookupd",
-        )
-
-    @property
-    def tcp(self) -> str:
-        return f"127.0.0.1:{self.tcp_port}"
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
 
 
 @pytest.fixture(scope="module")

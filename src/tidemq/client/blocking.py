@@ -7,12 +7,11 @@ waits. Push-consumer listeners are plain functions run on the consume pool, neve
 from __future__ import annotations
 
 import asyncio
-import atexit
 import concurrent.futures
-import threading
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
+from tidemq.aio import LoopThread as _LoopThread
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.consumer.push import PushConsumer
 from tidemq.client.consumer.types import Listener
@@ -20,37 +19,6 @@ from tidemq.client.message import Message, SendResult
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
 from tidemq.remoting.message import MessageExt
-
-T = TypeVar("T")
-
-
-class _LoopThread:
-    _lock = threading.Lock()
-    _loop: asyncio.AbstractEventLoop | None = None
-
-    @classmethod
-    def loop(cls) -> asyncio.AbstractEventLoop:
-        with cls._lock:
-            if cls._loop is None or cls._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="tidemq-client-loop", daemon=True)
-                thread.start()
-                cls._loop = loop
-                atexit.register(loop.call_soon_threadsafe, loop.stop)
-            return cls._loop
-
-    @classmethod
-    def run(cls, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, cls.loop()).result(timeout)
-
-    @classmethod
-    def build(cls, factory: Callable[[], T]) -> T:
-        """Construct an asyncio-side object on the loop thread (its locks and queues belong there)."""
-
-        async def make() -> T:
-            return factory()
-
-        return cls.run(make())
 
 
 class BlockingProducer:
