@@ -23,10 +23,18 @@ from tidemq.remoting.message import BatchItem, MessageExt, encode_batch, encode_
 from tidemq.remoting.transport import RemotingConnection, connect
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now and not handed out before by this process (a server takes several at once)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 class ServerProcess:
