@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
+import threading
 import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import orjson
+import trustme
 
 from tests.support import ServerProcess, free_port
 from tidemq.nsq.compression import Deflate, Snappy, StreamCompression
@@ -168,3 +173,52 @@ class LookupdProcess(ServerProcess):
     @property
     def http(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
+
+
+class AuthServer:
+    """A stand-in for an external auth service (not a tidemq component): secret -> fixed JSON answer.
+
+    Unknown secrets get HTTP 403. Every query's parameters are kept in ``queries``.
+    """
+
+    def __init__(self, secrets: dict[str, Any]) -> None:
+        self.queries: list[dict[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+                outer.queries.append(query)
+                answer = secrets.get(query.get("secret", ""))
+                body = orjson.dumps(answer) if answer is not None else b"forbidden"
+                self.send_response(200 if answer is not None else 403)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def tls_files(ca: trustme.CA, folder: Path) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 signed by the test CA, written as (cert file, key file)."""
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    return str(cert_path), str(key_path)
+
+
+def trusting(ca: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context

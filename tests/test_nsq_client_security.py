@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import threading
-import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import orjson
 import pytest
 import trustme
 
+from tests.nsq_support import AuthServer, tls_files, trusting
 from tests.support import ServerProcess, run
 from tests.test_nsq_consumer import wait_until
 from tidemq.nsq.client import AuthError, Consumer, Message, NotConnectedError, Producer, ProtocolError
@@ -29,32 +26,6 @@ SECRETS: dict[str, Any] = {
 }
 
 
-class AuthServer:
-    """A stand-in for an external auth service (not a tidemq component): secret -> fixed answer."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-                answer = SECRETS.get(query.get("secret", ""))
-                body = orjson.dumps(answer) if answer is not None else b"forbidden"
-                self.send_response(200 if answer is not None else 403)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture(scope="module")
 def ca() -> trustme.CA:
     return trustme.CA()
@@ -62,28 +33,21 @@ def ca() -> trustme.CA:
 
 @pytest.fixture(scope="module")
 def client_tls(ca: trustme.CA) -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    ca.configure_trust(context)
-    return context
+    return trusting(ca)
 
 
 @pytest.fixture(scope="module")
 def nsqd(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("clienttls")
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert.cert_chain_pems[0].write_to_path(str(cert_path))
-    cert.private_key_pem.write_to_path(str(key_path))
-    proc = ServerProcess(
-        folder / "d", "--tls-cert", str(cert_path), "--tls-key", str(key_path), command="nsqd"
-    ).start()
+    cert_path, key_path = tls_files(ca, folder)
+    proc = ServerProcess(folder / "d", "--tls-cert", cert_path, "--tls-key", key_path, command="nsqd").start()
     yield proc
     proc.stop()
 
 
 @pytest.fixture(scope="module")
 def auth_nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    auth = AuthServer()
+    auth = AuthServer(SECRETS)
     proc = ServerProcess(
         tmp_path_factory.mktemp("clientauth") / "d", "--auth-http-address", auth.address, command="nsqd"
     ).start()

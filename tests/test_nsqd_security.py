@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import threading
-import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +12,8 @@ import orjson
 import pytest
 import trustme
 
-from tests.nsq_support import RawNsq
+from tests.nsq_support import AuthServer, RawNsq, trusting
+from tests.nsq_support import tls_files as issue_tls_files
 from tests.support import ServerProcess
 
 EVERYTHING = {"topic": ".*", "channels": [".*"], "permissions": ["subscribe", "publish"]}
@@ -38,38 +36,6 @@ SECRETS: dict[str, Any] = {
 }
 
 
-class AuthServer:
-    """A stand-in for an external auth service (not a tidemq component): secret -> fixed answer."""
-
-    def __init__(self) -> None:
-        self.queries: list[dict[str, str]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                url = urllib.parse.urlsplit(self.path)
-                query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
-                outer.queries.append(query)
-                answer = SECRETS.get(query.get("secret", ""))
-                body = orjson.dumps(answer) if answer is not None else b"forbidden"
-                self.send_response(200 if answer is not None else 403)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture(scope="module")
 def ca() -> trustme.CA:
     return trustme.CA()
@@ -77,24 +43,17 @@ def ca() -> trustme.CA:
 
 @pytest.fixture(scope="module")
 def tls_files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    folder = tmp_path_factory.mktemp("tls")
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert.cert_chain_pems[0].write_to_path(str(cert_path))
-    cert.private_key_pem.write_to_path(str(key_path))
-    return str(cert_path), str(key_path)
+    return issue_tls_files(ca, tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
 def client_tls(ca: trustme.CA) -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    ca.configure_trust(context)
-    return context
+    return trusting(ca)
 
 
 @pytest.fixture(scope="module")
 def auth() -> Iterator[AuthServer]:
-    server = AuthServer()
+    server = AuthServer(SECRETS)
     yield server
     server.close()
 
