@@ -22,7 +22,6 @@ from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.message import BatchItem, MessageExt, encode_batch, encode_properties, iter_records
 from tidemq.remoting.transport import RemotingConnection, connect
 
-
 _handed_out: set[int] = set()
 
 
