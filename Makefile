@@ -1,5 +1,5 @@
 # Two entry points: `make quickstart` runs the main job, `make test` runs every check.
-# Both create .venv and install what they need (Python packages, Node for the interop tests).
+# Both create .venv and install what they need (Python packages, Node for the interop tests, Java for Spark).
 
 PYTHON ?= python3
 VENV := .venv
@@ -10,9 +10,9 @@ ALIONS_STAMP := $(ALIONS)/node_modules/.installed
 NSQJS := interop/nsqjs
 NSQJS_STAMP := $(NSQJS)/node_modules/.installed
 
-.PHONY: quickstart test lint typecheck pytest bench clean
+.PHONY: quickstart test lint typecheck pytest bench clean java
 
-quickstart: $(STAMP)
+quickstart: $(STAMP) java
 	$(PY) -m tidemq.demo
 
 test: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) lint typecheck pytest
@@ -24,7 +24,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP)
+pytest: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) java
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
@@ -35,8 +35,13 @@ $(STAMP): pyproject.toml
 		{ echo "Python 3.11 or newer is required (PYTHON=$(PYTHON))"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $@
+
+# Spark (tidemq.spark, the quickstart pipeline and its tests) runs on a JVM: Java 17 from Debian if none.
+java:
+	@command -v java >/dev/null 2>&1 || { mkdir -p /usr/share/man/man1 && apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless; }
 
 # The Node clients of the interop tests (ali-ons, nsqjs), each pinned by its lockfile.
 interop/%/node_modules/.installed: interop/%/package-lock.json

@@ -1,0 +1,161 @@
+"""Spark benchmark: the ``rocketmq`` sink and source against a real ``tidemq server``, beside parquet.
+
+One server (async flush) on free 127.0.0.1 ports, one local SparkSession (``local[2]``), a topic of 4
+queues. Workloads, each timed from the action's start to its end:
+
+* ``write``         ``spark.range(N)`` as 100-byte bodies written to the topic (the sink's rows/s);
+* ``read topic``    the whole topic read through the source into Spark's ``noop`` sink (every column is
+                    built: pulled, decoded, turned into Arrow and handed to the JVM);
+* ``read parquet``  the same rows, written once to parquet beforehand, read into the ``noop`` sink.
+
+Every action runs under a watchdog that cancels Spark's jobs past its time cap, so a slow machine gets a
+"timed out" row rather than a hang.
+
+Usage: ``.venv/bin/python benchmarks/spark_bench.py [--rows N] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from broker_bench import Server, machine
+from tidemq.client.admin import Admin
+from tidemq.spark import local_session
+
+TOPIC = "SparkBench"
+QUEUES = 4
+BODY = 100
+CAP_S = 600.0
+
+
+@dataclass
+class Row:
+    workload: str
+    rows: int
+    seconds: float
+    timed_out: bool = False
+
+    def cells(self) -> list[str]:
+        if self.timed_out:
+            return [self.workload, f"{self.rows:,}", f"> {self.seconds:.0f}", "timed out", ""]
+        rate = self.rows / self.seconds
+        return [
+            self.workload,
+            f"{self.rows:,}",
+            f"{self.seconds:.1f}",
+            f"{rate:,.0f}",
+            f"{rate * BODY / 2**20:.2f}",
+        ]
+
+
+def timed(spark: SparkSession, name: str, rows: int, action: Callable[[], None], cap: float) -> Row:
+    watchdog = threading.Timer(cap, spark.sparkContext.cancelAllJobs)
+    watchdog.start()
+    started = time.perf_counter()
+    try:
+        action()
+    except Exception as exc:
+        if time.perf_counter() - started >= cap:
+            return Row(name, rows, cap, timed_out=True)
+        raise RuntimeError(f"{name} failed: {exc}") from exc
+    finally:
+        watchdog.cancel()
+    return Row(name, rows, time.perf_counter() - started)
+
+
+def create_topic(namesrv: str) -> None:
+    import asyncio
+
+    async def run() -> None:
+        async with Admin(namesrv) as admin:
+            await admin.create_topic(TOPIC, QUEUES)
+
+    asyncio.run(run())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--quick", action="store_true", help="100,000 rows")
+    args = parser.parse_args()
+    rows = 100_000 if args.quick else args.rows
+
+    work = Path(tempfile.mkdtemp(prefix="tidemq-spark-bench-"))
+    server = Server("async")
+    server.start()
+    namesrv = f"127.0.0.1:{server.namesrv_port}"
+    spark = local_session("tidemq-spark-bench", "local[2]", **{"spark.sql.shuffle.partitions": "4"})
+    spark.sparkContext.setLogLevel("ERROR")
+    results: list[Row] = []
+    try:
+        create_topic(namesrv)
+        frame = spark.range(rows, numPartitions=2).selectExpr(
+            f"cast(lpad(cast(id as string), {BODY}, 'x') as binary) as body"
+        )
+        results.append(
+            timed(
+                spark,
+                "write (sink, batches of 128)",
+                rows,
+                lambda: (
+                    frame.write.format("rocketmq")
+                    .option("namesrv", namesrv)
+                    .option("topic", TOPIC)
+                    .mode("append")
+                    .save()
+                ),
+                CAP_S,
+            )
+        )
+        source = spark.read.format("rocketmq").option("namesrv", namesrv).option("topic", TOPIC)
+        count = source.load().count()
+        if count != rows:
+            raise SystemExit(f"the topic holds {count:,} messages, expected {rows:,}")
+        results.append(
+            timed(
+                spark,
+                "read topic (source, 4 queues)",
+                rows,
+                lambda: source.load().write.format("noop").mode("overwrite").save(),
+                CAP_S,
+            )
+        )
+        parquet = work / "parquet"
+        source.load().write.parquet(str(parquet))
+        results.append(
+            timed(
+                spark,
+                "read parquet (same rows)",
+                rows,
+                lambda: spark.read.parquet(str(parquet)).write.format("noop").mode("overwrite").save(),
+                CAP_S,
+            )
+        )
+    finally:
+        spark.stop()
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(server.workdir, ignore_errors=True)
+
+    print(machine())
+    print(f"{rows:,} messages of {BODY} bytes, topic of {QUEUES} queues, Spark local[2]\n")
+    header = ["workload", "rows", "seconds", "rows/s", "MiB/s of bodies"]
+    print("| " + " | ".join(header) + " |")
+    print("|---|---:|---:|---:|---:|")
+    for row in results:
+        print("| " + " | ".join(row.cells()) + " |")
+
+
+if __name__ == "__main__":
+    main()

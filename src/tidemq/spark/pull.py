@@ -1,0 +1,206 @@
+"""Executor side of the source: read one queue's offset range with PULL_MESSAGE, as Arrow record batches.
+
+A task opens its own connection to the broker (nothing live crosses a pickle). Without a tag filter each
+pull answers exactly the offsets asked for, so a few pulls for the next offsets are kept in flight while
+the current answer is decoded; the broker works while this process converts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from tidemq.client import api
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.message import MessageDecodeError
+from tidemq.remoting.transport import RemotingConnection, RemotingError, connect
+from tidemq.spark.offsets import QueueRange, data_loss
+from tidemq.spark.options import ReadOptions
+from tidemq.spark.records import RecordColumns
+
+log = logging.getLogger(__name__)
+
+ROWS_PER_BATCH = 8192
+PIPELINE_DEPTH = 4
+RECONNECTS = 3
+PULL_TIMEOUT_S = 30.0
+_ANSWERS = (
+    ResponseCode.SUCCESS,
+    ResponseCode.PULL_NOT_FOUND,
+    ResponseCode.PULL_RETRY_IMMEDIATELY,
+    ResponseCode.PULL_OFFSET_MOVED,
+)
+
+
+class PullError(RuntimeError):
+    """The broker refused a pull, or answered with something unreadable; the message says which."""
+
+
+@dataclass(slots=True)
+class Answer:
+    code: int
+    next_begin: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+
+
+class RangePuller:
+    """Pulls ``[start, end)`` of one queue in order into ``columns``, keeping up to ``depth`` pulls in
+    flight."""
+
+    def __init__(self, rng: QueueRange, opts: ReadOptions, depth: int | None = None) -> None:
+        self.rng = rng
+        self.opts = opts
+        self.cursor = rng.start
+        self.chunk = opts.pull_batch_size
+        self.depth = 1 if opts.tag_set else max(1, depth or PIPELINE_DEPTH)
+        self.columns = RecordColumns()
+        self._next_request = rng.start
+        self._pending: deque[tuple[int, asyncio.Task[Answer]]] = deque()
+        self._conn: RemotingConnection | None = None
+
+    @property
+    def where(self) -> str:
+        r = self.rng
+        return f"{r.topic} {r.broker}:{r.queue_id} at {r.addr}"
+
+    @property
+    def done(self) -> bool:
+        return self.cursor >= self.rng.end
+
+    async def close(self) -> None:
+        await self._drop_pending()
+        if self._conn is not None:
+            self._conn.close()
+
+    async def _connection(self) -> RemotingConnection:
+        if self._conn is None or self._conn.is_closed:
+            host, _, port = self.rng.addr.rpartition(":")
+            self._conn = await connect(host.strip("[]"), int(port))
+        return self._conn
+
+    async def _drop_pending(self) -> None:
+        for _, task in self._pending:
+            task.cancel()
+        await asyncio.gather(*(t for _, t in self._pending), return_exceptions=True)
+        self._pending.clear()
+        self._next_request = self.cursor
+
+    async def _pull(self, conn: RemotingConnection, offset: int, count: int) -> Answer:
+        header = api.pull_header(
+            self.opts.pull_group,
+            self.rng.topic,
+            self.rng.queue_id,
+            offset,
+            max_nums=count,
+            expression=self.opts.tags,
+        )
+        resp = await conn.invoke(
+            RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext()), PULL_TIMEOUT_S
+        )
+        if resp.code not in _ANSWERS:
+            raise api.BrokerError(resp.code, resp.remark)
+        ext = resp.ext_fields
+        body = bytes(resp.body) if resp.code == ResponseCode.SUCCESS else b""
+        return Answer(
+            resp.code, int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"]), body
+        )
+
+    async def _fill(self) -> None:
+        conn = await self._connection()
+        while len(self._pending) < self.depth and self._next_request < self.rng.end:
+            n = min(self.chunk, self.rng.end - self._next_request)
+            self._pending.append(
+                (self._next_request, asyncio.ensure_future(self._pull(conn, self._next_request, n)))
+            )
+            self._next_request += n
+
+    async def step(self) -> None:
+        """Take the next answer for the cursor into ``columns`` (some pulls add no rows)."""
+        failures = 0
+        while not self.done:
+            try:
+                await self._fill()
+                start, task = self._pending.popleft()
+                if start != self.cursor:
+                    task.cancel()
+                    await self._drop_pending()
+                    continue
+                answer = await task
+            except RemotingError as exc:
+                failures += 1
+                await self._drop_pending()
+                if self._conn is not None:
+                    self._conn.close()
+                if failures > RECONNECTS:
+                    raise PullError(f"{self.where}: pulling offset {self.cursor} failed: {exc}") from None
+                log.warning("%s: pull failed (%s); reconnecting", self.where, exc)
+                await asyncio.sleep(0.2 * failures)
+                continue
+            except (api.BrokerError, KeyError, ValueError) as exc:
+                raise PullError(
+                    f"{self.where}: the broker refused to pull offset {self.cursor}: {exc}"
+                ) from None
+            self._accept(answer)
+            return
+
+    def _lost(self, message: str) -> None:
+        data_loss(self.opts.fail_on_data_loss, f"{self.where}: {message}")
+
+    def _accept(self, answer: Answer) -> None:
+        end = self.rng.end
+        if answer.code == ResponseCode.SUCCESS:
+            try:
+                seen, first = self.columns.append_records(answer.body, self.cursor, end, self.opts.tag_set)
+            except MessageDecodeError as exc:
+                raise PullError(
+                    f"{self.where}: unreadable pull answer at offset {self.cursor}: {exc}"
+                ) from None
+            if seen and not self.opts.tag_set and first > self.cursor:
+                self._lost(f"offsets {self.cursor}..{first - 1} are no longer on the broker")
+            if 0 < seen < self.chunk and answer.next_begin < end:
+                self.chunk = seen  # the broker caps answers by bytes: ask for what it gives
+            self._advance(answer.next_begin)
+        elif answer.code == ResponseCode.PULL_RETRY_IMMEDIATELY:
+            self._advance(answer.next_begin)
+        elif self.cursor < answer.min_offset:
+            self._lost(f"offsets {self.cursor}..{answer.min_offset - 1} are no longer on the broker")
+            self._advance(answer.min_offset)
+        else:
+            self._lost(f"the queue ends at {answer.max_offset}, before the planned end {end}")
+            self._advance(end)
+
+    def _advance(self, offset: int) -> None:
+        if offset <= self.cursor:
+            raise PullError(f"{self.where}: the broker did not move past offset {self.cursor}")
+        self.cursor = offset
+
+    def take_batch(self) -> pa.RecordBatch:
+        batch = self.columns.to_batch(self.rng.topic, self.rng.broker, self.rng.queue_id)
+        self.columns = RecordColumns()
+        return batch
+
+
+def read_range(
+    rng: QueueRange, opts: ReadOptions, rows_per_batch: int = ROWS_PER_BATCH
+) -> Iterator[pa.RecordBatch]:
+    """Spark's ``read()`` for one partition: Arrow batches of up to about ``rows_per_batch`` rows."""
+    loop = asyncio.new_event_loop()
+    puller = RangePuller(rng, opts)
+    try:
+        while not puller.done:
+            loop.run_until_complete(puller.step())
+            if len(puller.columns) >= rows_per_batch:
+                yield puller.take_batch()
+        if len(puller.columns):
+            yield puller.take_batch()
+    finally:
+        loop.run_until_complete(puller.close())
+        loop.close()
