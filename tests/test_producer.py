@@ -10,6 +10,7 @@ import pytest
 from tests.support import RawClient, ServerProcess, free_port, run
 from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendStatus
+from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
 
 
@@ -72,6 +73,20 @@ def test_ordered_send_keeps_a_key_on_one_queue(server: ServerProcess) -> None:
         (q,) = queues
         msgs = await _pull_all(server.broker, "OrderedTopic")
         assert [m.body for m in msgs if m.queue_id == q] == [f"{i}".encode() for i in range(20)]
+
+    run(scenario())
+
+
+def test_explicit_queue_works_before_the_route_is_known(server: ServerProcess) -> None:
+    async def scenario() -> None:
+        for name in ("PG6", "PG7"):  # a fresh producer each time: no route cached yet
+            async with Producer(name, server.namesrv) as producer:
+                mq = MessageQueue("ExplicitQueueTopic", "broker-a", 1)
+                if name == "PG6":
+                    result = await producer.send(Message("ExplicitQueueTopic", b"one"), queue=mq)
+                else:
+                    result = await producer.send_batch([Message("ExplicitQueueTopic", b"two")], queue=mq)
+                assert result.message_queue.queue_id == 1
 
     run(scenario())
 

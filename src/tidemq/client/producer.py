@@ -202,6 +202,7 @@ class Producer:
         if selector is not None:
             queue = selector(await self.queues_for(topic), msg, arg)
         if queue is not None:
+            await self.queues_for(topic)  # the route names the queue's broker address
             return await self._send_to(queue, msg, topic, body, props, sys_flag, deadline)
         queues = await self.queues_for(topic)
         last_error: BaseException | None = None
@@ -343,10 +344,11 @@ class Producer:
             raise MQClientError(
                 f"batch of {len(batch_body)} bytes exceeds the maximum message size {self.max_message_size}"
             )
+        routed_queues = await self.queues_for(wire_topic)  # also names an explicit queue's broker address
         last_error: BaseException | None = None
         last_broker: str | None = None
         for _attempt in range(1 + (0 if queue else self.retry_times)):
-            mq = queue or self._pick(await self.queues_for(wire_topic), last_broker)
+            mq = queue or self._pick(routed_queues, last_broker)
             header = self._header(wire_topic, mq.queue_id, 0, {Prop.WAIT: "true"}, batch=True)
             request = RemotingCommand(
                 RequestCode.SEND_BATCH_MESSAGE, ext_fields=header.to_compact_ext(), body=batch_body
