@@ -17,21 +17,14 @@ Usage: ``.venv/bin/python benchmarks/broker_bench.py [--quick]``
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
-import platform
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from bench_common import HOST, MIB, Server, arg_parser, fmt_size, machine, md_row, with_server
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
@@ -44,7 +37,6 @@ from tidemq.remoting.message import (
 )
 from tidemq.remoting.transport import RemotingConnection, connect
 
-HOST = "127.0.0.1"
 QUEUES = 4
 BODY_SIZES = (1024, 100)
 FLUSH_MODES = ("async", "sync")
@@ -52,8 +44,6 @@ CONCURRENCY = 16
 BATCH = 32
 PULL_BATCH = 32
 REQUEST_TIMEOUT = 10.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -86,93 +76,6 @@ class Result:
 
 class BenchError(Exception):
     """The server answered a request with something other than success."""
-
-
-# --- server process ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """One ``tidemq server`` child process with its own temp data dir, stopped by its PID."""
-
-    def __init__(self, flush: str) -> None:
-        self.flush = flush
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"tidemq-bench-{flush}-"))
-        self.data_dir = self.workdir / "data"
-        self.log_path = self.workdir / "server.log"
-        self.namesrv_port = free_port()
-        self.broker_port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self, timeout: float = 30.0) -> None:
-        args = [
-            sys.executable, "-m", "tidemq", "server",
-            "--listen", HOST,
-            "--namesrv-port", str(self.namesrv_port),
-            "--broker-port", str(self.broker_port),
-            "--nsqd-tcp-port", "0",
-            "--data-dir", str(self.data_dir),
-            "--flush", self.flush,
-        ]  # fmt: skip
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                args, stdout=subprocess.PIPE, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-            )
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if line.startswith(b"tidemq ready"):
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError(f"server ({self.flush}) did not start: {self.log_tail()}")
-
-    def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return "(no log)"
-
-    def cpu_seconds(self) -> float:
-        """utime + stime of the whole server process (all threads), in seconds."""
-        stat = Path(f"/proc/{self.pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()  # fields from 3 (state) onward
-        utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
-        return (utime + stime) / CLK_TCK
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM, then SIGKILL if it does not exit in time; returns the exit code."""
-        code: int | None = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                code = self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                code = self.proc.wait(10)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            self.proc = None
-        return code
-
-    def cleanup(self) -> None:
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 # --- requests ----------------------------------------------------------------------------------------
@@ -403,26 +306,10 @@ async def bench_server(server: Server, limits: Limits) -> list[Result]:
 
 
 def run_mode(flush: str, limits: Limits) -> list[Result]:
-    server = Server(flush)
-    try:
-        server.start()
-        print(f"server ({flush} flush) pid {server.pid}, data dir {server.data_dir}", file=sys.stderr)
-        return asyncio.run(bench_server(server, limits))
-    except Exception:
-        print(f"server log tail ({flush}):\n{server.log_tail()}", file=sys.stderr)
-        raise
-    finally:
-        code = server.stop()
-        if code not in (0, None):
-            print(f"server ({flush}) exited with {code}; log tail:\n{server.log_tail()}", file=sys.stderr)
-        server.cleanup()
+    return with_server(Server(flush), lambda server: asyncio.run(bench_server(server, limits)))
 
 
 # --- report ------------------------------------------------------------------------------------------
-
-
-def fmt_size(n: int) -> str:
-    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} B"
 
 
 def status(r: Result) -> str:
@@ -447,33 +334,12 @@ def table(results: list[Result]) -> str:
         cpu = r.server_cpu / r.messages * 100_000 if r.messages else 0.0
         count = f"{r.messages:,}" + (" (time cap)" if r.capped else "")
         cells = [r.flush, fmt_size(r.body), r.workload, count, f"{rate:,.0f}", f"{mib:.2f}", f"{cpu:.1f}"]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     return "\n".join(lines)
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def machine() -> str:
-    return (
-        f"Machine: {os.cpu_count()} cores, {cpu_model()}, "
-        f"Python {platform.python_version()} ({platform.python_implementation()}), {platform.system()} "
-        f"{platform.release()}; data dir under {tempfile.gettempdir()}"
-    )
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="small budgets and short time caps (smoke run)")
+    parser = arg_parser(__doc__)
     args = parser.parse_args()
     limits = QUICK if args.quick else FULL
 

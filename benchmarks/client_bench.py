@@ -1,7 +1,7 @@
 """Client benchmark: the Python Producer and PushConsumer against a real ``tidemq server`` (async flush).
 
 One server is started on free 127.0.0.1 ports with a temporary data directory (``Server`` from
-``broker_bench.py``); every workload uses a fresh topic of 4 queues and 1 KiB random bodies.
+``bench_common.py``); every workload uses a fresh topic of 4 queues and 1 KiB random bodies.
 
 Producer throughput (the producer runs in this process, nothing consumes):
 
@@ -35,11 +35,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -48,7 +46,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker_bench import MIB, QUEUES, Client, Server, machine
+from bench_common import (
+    MIB,
+    Server,
+    WarningCounter,
+    arg_parser,
+    describe,
+    machine,
+    md_row,
+    percentile_ms,
+    rate,
+    report,
+    with_server,
+)
+from broker_bench import QUEUES, Client
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, PushConsumer
 from tidemq.client.message import Message, SendResult
 from tidemq.client.producer import Producer
@@ -125,10 +136,6 @@ class Pumped:
     first_sent_ns: int = 0
     seconds: float = 0.0
     cpu: float = 0.0
-
-
-def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 async def pump(
@@ -264,12 +271,6 @@ class Recorder:
         self.first_ns = self.first_ns or now
         self.last_ns = now
         return self.ok
-
-
-def percentile_ms(sorted_ns: list[int], p: float) -> float | None:
-    if not sorted_ns:
-        return None
-    return sorted_ns[max(0, math.ceil(p * len(sorted_ns)) - 1)] / 1e6
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
@@ -488,20 +489,6 @@ async def bench(server: Server, limits: Limits) -> list[Row]:
 # --- report ------------------------------------------------------------------------------------------
 
 
-def rate(row: Row) -> float:
-    return row.messages / row.seconds if row.seconds > 0 else 0.0
-
-
-def report(row: Row) -> None:
-    if row.error:
-        print(f"  {row.workload}: FAILED: {row.error}", file=sys.stderr)
-        return
-    latency = f", p50 {row.p50_ms:.1f} ms, p99 {row.p99_ms:.1f} ms" if row.p99_ms is not None else ""
-    notes = f" [{'; '.join(row.notes)}]" if row.notes else ""
-    summary = f"{row.messages:,} msgs in {row.seconds:.2f} s, {rate(row):,.0f} msg/s"
-    print(f"  {row.workload}: {summary}{latency}{notes}", file=sys.stderr)
-
-
 def pct(cpu: float | None, seconds: float) -> str:
     return "" if cpu is None or seconds <= 0 else f"{100 * cpu / seconds:.0f}%"
 
@@ -528,26 +515,12 @@ def table(rows: list[Row]) -> str:
             pct(r.consumer_cpu, r.cpu_wall or r.seconds),
             "; ".join(r.notes),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     return "\n".join(lines)
 
 
-class WarningCounter(logging.Handler):
-    """Counts the warnings tidemq logs (they also reach stderr through the root handler)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.counts: collections.Counter[str] = collections.Counter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.counts[record.name] += 1
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="small budgets and short time caps (smoke run)")
+    parser = arg_parser(__doc__)
     parser.add_argument("--worker", metavar="SPEC", help=argparse.SUPPRESS)  # the producer child
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -558,19 +531,7 @@ def main() -> int:
     logging.getLogger().addHandler(warnings)
 
     started = time.monotonic()
-    server = Server(FLUSH)
-    try:
-        server.start()
-        print(f"server ({FLUSH} flush) pid {server.pid}, data dir {server.data_dir}", file=sys.stderr)
-        rows = asyncio.run(bench(server, limits))
-    except Exception:
-        print(f"server log tail:\n{server.log_tail()}", file=sys.stderr)
-        raise
-    finally:
-        code = server.stop()
-        if code not in (0, None):
-            print(f"server exited with {code}; log tail:\n{server.log_tail()}", file=sys.stderr)
-        server.cleanup()
+    rows = with_server(Server(FLUSH), lambda server: asyncio.run(bench(server, limits)))
 
     print(machine())
     print(
@@ -586,7 +547,7 @@ def main() -> int:
     print(table(rows))
     print()
     if warnings.counts:
-        print("Client warnings logged: " + ", ".join(f"{k} x{n}" for k, n in warnings.counts.items()))
+        print(warnings.summary())
     print(f"Total wall time {time.monotonic() - started:.1f} s")
     failed = any(r.error or any("LOST" in n for n in r.notes) for r in rows)
     return 1 if failed else 0

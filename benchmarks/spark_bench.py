@@ -16,7 +16,6 @@ Usage: ``.venv/bin/python benchmarks/spark_bench.py [--rows N] [--quick]``
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 import threading
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from broker_bench import Server, machine
+from bench_common import Server, arg_parser, machine
 from tidemq.client.admin import Admin
 from tidemq.spark import local_session
 
@@ -83,11 +82,8 @@ def create_topic(namesrv: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__, quick_help="100,000 rows")
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--quick", action="store_true", help="100,000 rows")
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
 
