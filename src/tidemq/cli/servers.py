@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from tidemq.address import is_host_port
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
 from tidemq.cli.nsq_options import host_port, nsq_options, nsqd_config
 from tidemq.embedded import ServerPlan, serve
@@ -243,8 +244,7 @@ def register(main: click.Group) -> None:
         """Run a broker that registers with existing name servers."""
         addrs = [a.strip() for a in namesrv_addr.replace(",", ";").split(";") if a.strip()]
         for addr in addrs:
-            host, _, port = addr.rpartition(":")
-            if not host or not port.isdigit():
+            if not is_host_port(addr):
                 raise click.BadParameter(f"{addr!r} is not HOST:PORT", param_hint="--namesrv")
         store = _store_config(data_dir, flush, segment_size, retention_hours)
         run_plan(ServerPlan(None, 0, _broker_config(listen, addrs, opts), store))

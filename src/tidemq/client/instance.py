@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from tidemq.address import split_host_port
 from tidemq.aio import cancel_and_wait
 from tidemq.client import api
 from tidemq.client.config import ClientConfig
@@ -181,10 +182,8 @@ class ClientInstance:
         async with lock:
             conn = self._conns.get(addr)
             if conn is None or conn.is_closed:
-                host, _, port = addr.rpartition(":")
-                conn = await connect(
-                    host.strip("[]"), int(port), self._on_request, timeout=self.config.call_timeout_s
-                )
+                host, port = split_host_port(addr)
+                conn = await connect(host, port, self._on_request, timeout=self.config.call_timeout_s)
                 self._conns[addr] = conn
                 if self.consumers and addr in self.all_broker_addrs():
                     # A restarted broker has forgotten our subscriptions: tell it now, not in 30 s.

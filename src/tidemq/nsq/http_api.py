@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
+from tidemq.address import is_host_port
 from tidemq.nsq.protocol import NSQError, decode_mpub, valid_name
 from tidemq.nsq.stats import StatsQuery, nsqd_stats, render_text
 
@@ -287,7 +288,7 @@ async def config_put(request: web.Request) -> web.Response:
             addresses = orjson.loads(body)
         except orjson.JSONDecodeError:
             raise ApiError(400, "INVALID_VALUE") from None
-        if not isinstance(addresses, list) or not all(_host_port(a) for a in addresses):
+        if not isinstance(addresses, list) or not all(is_host_port(a) for a in addresses):
             raise ApiError(400, "INVALID_VALUE")
         await nsqd.set_lookupd_addresses(addresses)
     elif opt == "log_level":
@@ -298,13 +299,6 @@ async def config_put(request: web.Request) -> web.Response:
     else:
         raise ApiError(400, "INVALID_OPTION")
     return v1_json(nsqd.option_values()[opt])
-
-
-def _host_port(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    host, _, port = value.rpartition(":")
-    return bool(host.strip()) and host == host.strip() and port.isdigit() and 0 < int(port) < 65536
 
 
 def make_app(nsqd: Nsqd) -> web.Application:

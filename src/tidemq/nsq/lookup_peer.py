@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from tidemq.address import split_host_port
 from tidemq.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -36,13 +37,6 @@ class LookupdError(Exception):
 def encode_command(name: str, *params: str, body: bytes | None = None) -> bytes:
     line = " ".join((name, *params)).encode() + b"\n"
     return line if body is None else line + _SIZE.pack(len(body)) + body
-
-
-def _split_address(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
 
 
 class LookupPeer:
@@ -145,7 +139,7 @@ class LookupPeer:
 
     async def _connect(self) -> None:
         registrar = self.registrar
-        host, port = _split_address(self.addr)
+        host, port = split_host_port(self.addr)
         self.connect_attempts += 1
         async with asyncio.timeout(registrar.dial_timeout_s):
             reader, writer = await asyncio.open_connection(host, port)
@@ -251,9 +245,7 @@ class LookupdRegistrar:
         out: list[str] = []
         for addr in addresses:
             addr = addr.strip()
-            host, sep, port = addr.rpartition(":")
-            if not sep or not host or not port.isdigit() or int(port) > 65535:
-                raise ValueError(f"lookupd address {addr!r} is not HOST:PORT")
+            split_host_port(addr)
             if addr not in out:
                 out.append(addr)
         return out

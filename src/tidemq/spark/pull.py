@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from tidemq.address import split_host_port
 from tidemq.client import api
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -82,8 +83,7 @@ class RangePuller:
 
     async def _connection(self) -> RemotingConnection:
         if self._conn is None or self._conn.is_closed:
-            host, _, port = self.rng.addr.rpartition(":")
-            self._conn = await connect(host.strip("[]"), int(port))
+            self._conn = await connect(*split_host_port(self.rng.addr))
         return self._conn
 
     async def _drop_pending(self) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from tidemq.address import split_host_port
 from tidemq.nsq.client.config import Config
 from tidemq.nsq.client.errors import AuthError, NotConnectedError, NSQClientError, ProtocolError
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
@@ -109,14 +110,6 @@ class AuthResponse:
     permission_count: int
 
 
-def split_addr(addr: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` to (host, port)."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"invalid nsqd address {addr!r}: expected host:port")
-    return host.strip("[]"), int(port)
-
-
 def _ms(seconds: float) -> int:
     return -1 if seconds < 0 else round(seconds * 1000)
 
@@ -163,7 +156,7 @@ class NsqdConn:
 
     async def connect(self) -> IdentifyResponse | None:
         """Dial and bootstrap; returns the IDENTIFY response (None when nsqd did not negotiate)."""
-        host, port = split_addr(self.addr)
+        host, port = split_host_port(self.addr)
         local: tuple[str, int] | None = None
         if self.config.local_addr:
             lhost, _, lport = self.config.local_addr.rpartition(":")

@@ -20,10 +20,11 @@ from typing import Any
 
 import aiohttp
 
+from tidemq.address import split_host_port
 from tidemq.aio import cancel_and_wait
 from tidemq.nsq.client import lookup
 from tidemq.nsq.client.config import Config, requeue_delay
-from tidemq.nsq.client.conn import NsqdConn, split_addr
+from tidemq.nsq.client.conn import NsqdConn
 from tidemq.nsq.client.errors import AlreadyConnectedError, NotConnectedError, NSQClientError, StoppedError
 from tidemq.nsq.client.message import Message
 from tidemq.nsq.client.rdy import RdyController, Signal
@@ -156,7 +157,7 @@ class Consumer:
 
     async def connect_to_nsqd(self, addr: str) -> None:
         """Connect to one nsqd; if it later drops, retry every ``lookupd_poll_interval`` (no lookupd)."""
-        split_addr(addr)
+        split_host_port(addr)
         self._start()
         await self._connect(addr)
 

@@ -16,8 +16,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from tidemq.address import split_host_port
 from tidemq.nsq.client.config import Config
-from tidemq.nsq.client.conn import NsqdConn, split_addr
+from tidemq.nsq.client.conn import NsqdConn
 from tidemq.nsq.client.errors import NotConnectedError, NSQClientError, ProtocolError, StoppedError
 from tidemq.nsq.protocol import Message as Frame
 from tidemq.nsq.protocol import encode_command, encode_mpub
@@ -45,7 +46,7 @@ class Producer:
     """Publish to the nsqd at ``addr`` (``host:port``); ``options`` override fields of ``config``."""
 
     def __init__(self, addr: str, config: Config | None = None, **options: Any) -> None:
-        split_addr(addr)
+        split_host_port(addr)
         self.addr = addr
         self.config = (config or Config()).copy(**options)
         self._conn: NsqdConn | None = None

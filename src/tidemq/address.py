@@ -1,0 +1,23 @@
+"""``host:port`` addresses, as every client and server here takes them."""
+
+from __future__ import annotations
+
+
+def split_host_port(addr: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` to (host, port); a ValueError naming the address otherwise."""
+    host, sep, port = addr.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or host != host.strip() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{addr!r} is not host:port")
+    return host, int(port)
+
+
+def is_host_port(addr: object) -> bool:
+    if not isinstance(addr, str):
+        return False
+    try:
+        split_host_port(addr)
+    except ValueError:
+        return False
+    return True
