@@ -189,6 +189,9 @@ class CommandParser:
     without reading it. An error is yielded in place of the command; a fatal one ends parsing.
     """
 
+    magic = MAGIC_V2
+    body_commands = BODY_COMMANDS
+
     def __init__(
         self,
         max_body_size: int = 5 * 1024 * 1024,
@@ -212,7 +215,7 @@ class CommandParser:
         if not self._magic_seen:
             if len(self._buf) < 4:
                 return
-            if bytes(self._buf[:4]) != MAGIC_V2:
+            if bytes(self._buf[:4]) != self.magic:
                 self.broken = True
                 yield NSQError("E_BAD_PROTOCOL", "")
                 return
@@ -247,22 +250,26 @@ class CommandParser:
             return cmd
         end = buf.find(b"\n")
         if end < 0:
-            if len(buf) > MAX_LINE:
-                return NSQError("E_INVALID", f"command line longer than {MAX_LINE} bytes", answer=False)
-            return None
+            return self._line_too_long() if len(buf) > MAX_LINE else None
         line = bytes(buf[:end])
         del buf[: end + 1]
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        name, *params = line.split(b" ")
-        cmd = Command(name, params)
-        if name in BODY_COMMANDS:
+        cmd = self._parse_line(line)
+        if cmd.name in self.body_commands:
             problem = self.precheck(cmd) if self.precheck is not None else None
             if problem is not None:
                 return problem
             self._pending = cmd
             return self._next()
         return cmd
+
+    def _line_too_long(self) -> NSQError:
+        return NSQError("E_INVALID", f"command line longer than {MAX_LINE} bytes", answer=False)
+
+    def _parse_line(self, line: bytes) -> Command:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        name, *params = line.split(b" ")
+        return Command(name, params)
 
     def _body_size_problem(self, name: bytes, size: int) -> NSQError | None:
         verb = name.decode()

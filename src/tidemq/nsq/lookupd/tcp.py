@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tidemq.nsq.lookupd.registry import PeerInfo
-from tidemq.nsq.protocol import OK, NSQError, valid_name
+from tidemq.nsq.protocol import MAX_LINE, OK, Command, CommandParser, NSQError, valid_name
 
 if TYPE_CHECKING:
     from tidemq.nsq.lookupd.server import Nsqlookupd
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAGIC_V1 = b"  V1"
-MAX_LINE = 16 * 1024
 MAX_IDENTIFY_BODY = 1024 * 1024
 _SIZE = struct.Struct(">i")
 
@@ -40,82 +39,44 @@ class LookupCommand:
     body: bytes | None = None
 
 
-class LookupParser:
-    """Bytes in, commands (or the one fatal error that ends the connection) out.
+class LookupParser(CommandParser):
+    """Bytes in, commands (or the one fatal error that ends the connection) out: nsqd's parser with
+    lookupd's magic, its one body command and its limits.
 
-    Only IDENTIFY carries a body. Once ``identified`` is set, a second IDENTIFY is refused as soon as
-    its line arrives, as nsqlookupd does, instead of waiting for a body the client may never send.
-    The parser is a generator, so the caller can set ``identified`` between commands.
+    Once ``identified`` is set, a second IDENTIFY is refused as soon as its line arrives, as nsqlookupd
+    does, instead of waiting for a body the client may never send. The parser is a generator, so the
+    caller can set ``identified`` between commands.
     """
 
+    magic = MAGIC_V1
+    body_commands = frozenset({b"IDENTIFY"})
+
     def __init__(self) -> None:
-        self._buf = bytearray()
-        self._magic_seen = False
-        self._pending: LookupCommand | None = None
-        self._body_size = -1
+        super().__init__(precheck=self._identify_once)
         self.identified = False
-        self.broken = False
 
-    def feed(self, data: bytes) -> Iterator[LookupCommand | NSQError]:
-        if self.broken:
-            return
-        self._buf += data
-        if not self._magic_seen:
-            if len(self._buf) < 4:
-                return
-            magic = bytes(self._buf[:4])
-            if magic != MAGIC_V1:
-                self.broken = True
-                yield NSQError("E_BAD_PROTOCOL", "")  # nsqlookupd sends the bare code
-                return
-            del self._buf[:4]
-            self._magic_seen = True
-        while not self.broken:
-            item = self._next()
-            if item is None:
-                return
+    def feed(self, data: bytes) -> Iterator[LookupCommand | NSQError]:  # type: ignore[override]
+        for item in super().feed(data):
             if isinstance(item, NSQError):
-                self.broken = True
-            yield item
+                yield item
+            else:
+                params = [p.decode(errors="replace") for p in item.params]
+                yield LookupCommand(item.name.decode(errors="replace"), params, item.body)
 
-    def _next(self) -> LookupCommand | NSQError | None:
-        buf = self._buf
-        if self._pending is not None:
-            return self._body()
-        end = buf.find(b"\n")
-        if end < 0:
-            if len(buf) > MAX_LINE:
-                return NSQError("E_INVALID", f"command line longer than {MAX_LINE} bytes")
-            return None
-        line = bytes(buf[:end]).strip().decode(errors="replace")
-        del buf[: end + 1]
-        name, *params = line.split(" ")
-        cmd = LookupCommand(name, params)
-        if name != "IDENTIFY":
-            return cmd
-        if self.identified:
-            return NSQError("E_INVALID", "cannot IDENTIFY again")
-        self._pending = cmd
-        return self._body()
+    def _identify_once(self, cmd: Command) -> NSQError | None:
+        return NSQError("E_INVALID", "cannot IDENTIFY again") if self.identified else None
 
-    def _body(self) -> LookupCommand | NSQError | None:
-        buf = self._buf
-        assert self._pending is not None
-        if self._body_size < 0:
-            if len(buf) < 4:
-                return None
-            (size,) = _SIZE.unpack_from(buf, 0)
-            del buf[:4]
-            if size < 0 or size > MAX_IDENTIFY_BODY:
-                return NSQError("E_BAD_BODY", f"IDENTIFY invalid body size {size}")
-            self._body_size = size
-        if len(buf) < self._body_size:
-            return None
-        cmd = self._pending
-        cmd.body = bytes(buf[: self._body_size])
-        del buf[: self._body_size]
-        self._pending, self._body_size = None, -1
-        return cmd
+    def _parse_line(self, line: bytes) -> Command:
+        name, *params = line.strip().split(b" ")
+        return Command(name, params)
+
+    def _line_too_long(self) -> NSQError:
+        return NSQError("E_INVALID", f"command line longer than {MAX_LINE} bytes")
+
+    def _body_size_problem(self, name: bytes, size: int) -> NSQError | None:
+        if size < 0 or size > MAX_IDENTIFY_BODY:
+            return NSQError("E_BAD_BODY", f"IDENTIFY invalid body size {size}")
+        return None
 
 
 def _topic_channel(verb: str, params: list[str]) -> tuple[str, str | None]:
