@@ -388,12 +388,12 @@ class NsqConnection(asyncio.Protocol):
                 if cmd.name == b"AUTH" and cmd.params:
                     raise NSQError("E_INVALID", "AUTH invalid number of parameters")
             else:
-                self._publish_params(cmd)
+                self._check_publish_line(cmd)
         except NSQError as err:
             return err
         return None
 
-    def _publish_params(self, cmd: Command) -> tuple[str, int]:
+    def _check_publish_line(self, cmd: Command) -> None:
         """PUB/MPUB/DPUB's topic (and DPUB's delay), checked in nsqd's order."""
         verb = cmd.name.decode()
         if len(cmd.params) < (2 if verb == "DPUB" else 1):
@@ -402,17 +402,17 @@ class NsqConnection(asyncio.Protocol):
         if not valid_name(topic):
             prefix = "E_BAD_TOPIC " if verb == "MPUB" else ""  # nsqd repeats the code in MPUB's text
             raise NSQError("E_BAD_TOPIC", f"{prefix}{verb} topic name {go_quote(topic)} is not valid")
-        delay = 0
         if verb == "DPUB":
             delay = parse_int(cmd.params[1], "DPUB", "timeout")
             limit = self.nsqd.config.max_req_timeout_ms
             if delay > limit:
                 raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-{limit}")
-        return topic, delay
 
     async def _publish(self, cmd: Command, bodies: list[bytes] | None = None) -> None:
-        topic, defer_ms = self._publish_params(cmd)
+        """Publish what ``precheck`` already validated (the parser runs it before reading the body)."""
         verb = cmd.name.decode()
+        topic = cmd.params[0].decode(errors="replace")
+        defer_ms = parse_int(cmd.params[1], verb, "timeout") if verb == "DPUB" else 0
         if bodies is None:
             bodies = [cmd.body or b""]
         await self._check_auth(verb, topic)
@@ -424,7 +424,6 @@ class NsqConnection(asyncio.Protocol):
         await self._publish(cmd)
 
     async def mpub(self, cmd: Command) -> None:
-        self._publish_params(cmd)
         await self._publish(cmd, decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size))
 
     async def dpub(self, cmd: Command) -> None:
