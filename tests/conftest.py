@@ -19,6 +19,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.stop()
 
 
+@pytest.fixture(scope="module")
+def nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One real ``tidemq nsqd`` process per test module, with a 1 s in-flight timeout."""
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("nsqd") / "d", "--msg-timeout", "1000", command="nsqd"
+    ).start()
+    yield proc
+    proc.stop()
+
+
 @pytest.fixture
 def fresh_server(tmp_path: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(tmp_path / "data").start()

@@ -8,6 +8,7 @@ import struct
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import orjson
 import trustme
 
 from tests.support import ServerProcess, free_port
+from tidemq.nsq.client import Producer
 from tidemq.nsq.compression import Deflate, Snappy, StreamCompression
 from tidemq.nsq.protocol import (
     MAGIC_V2,
@@ -222,3 +224,17 @@ def trusting(ca: trustme.CA) -> ssl.SSLContext:
     context = ssl.create_default_context()
     ca.configure_trust(context)
     return context
+
+
+async def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout}s")
+        await asyncio.sleep(0.02)
+
+
+async def publish(addr: str, topic: str, bodies: list[bytes]) -> None:
+    async with Producer(addr) as producer:
+        for start in range(0, len(bodies), 100):
+            await producer.multi_publish(topic, bodies[start : start + 100])

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 import trustme
 
-from tests.nsq_support import AuthServer, tls_files, trusting
+from tests.nsq_support import AuthServer, tls_files, trusting, wait_until
 from tests.support import ServerProcess, run
-from tests.test_nsq_consumer import wait_until
 from tidemq.nsq.client import AuthError, Consumer, Message, NotConnectedError, Producer, ProtocolError
 
 EVERYTHING = [{"topic": ".*", "channels": [".*"], "permissions": ["subscribe", "publish"]}]

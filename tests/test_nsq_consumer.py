@@ -7,44 +7,19 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.nsq_support import RawNsq
+from tests.nsq_support import RawNsq, publish, wait_until
 from tests.support import ServerProcess, run
 from tidemq.nsq.client import (
     BlockingConsumer,
     Consumer,
     Message,
     NSQClientError,
-    Producer,
     StoppedError,
 )
-
-
-@pytest.fixture(scope="module")
-def nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
-        tmp_path_factory.mktemp("nsqcons") / "d", "--msg-timeout", "1000", command="nsqd"
-    ).start()
-    yield proc
-    proc.stop()
-
-
-async def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await asyncio.sleep(0.02)
-
-
-async def publish(addr: str, topic: str, bodies: list[bytes]) -> None:
-    async with Producer(addr) as producer:
-        for start in range(0, len(bodies), 100):
-            await producer.multi_publish(topic, bodies[start : start + 100])
 
 
 async def nothing_left(addr: str, topic: str, channel: str, wait: float = 0.5) -> bool:

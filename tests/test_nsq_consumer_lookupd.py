@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from aiohttp import web
 
+from tests.nsq_support import publish, wait_until
 from tests.support import ServerProcess, free_port, run
-from tests.test_nsq_consumer import publish, wait_until
 from tidemq.nsq.client import Consumer, Message, NSQClientError
 
 

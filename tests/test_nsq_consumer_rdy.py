@@ -10,9 +10,8 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.nsq_support import LookupdProcess
+from tests.nsq_support import LookupdProcess, publish, wait_until
 from tests.support import ServerProcess, run
-from tests.test_nsq_consumer import publish, wait_until
 from tidemq.nsq.client import Consumer, Message
 
 

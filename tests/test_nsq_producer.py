@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,6 @@ from tidemq.nsq.client import (
     ProtocolError,
     StoppedError,
 )
-
-
-@pytest.fixture(scope="module")
-def nsqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
-        tmp_path_factory.mktemp("nsqprod") / "d", "--msg-timeout", "1000", command="nsqd"
-    ).start()
-    yield proc
-    proc.stop()
 
 
 async def drain(sub: RawNsq, count: int, timeout: float = 10.0) -> list[bytes]:
