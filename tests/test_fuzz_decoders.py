@@ -11,16 +11,14 @@ import zlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidemq.remoting.batch import BatchItem, decode_batch, encode_batch
 from tidemq.remoting.codes import LanguageCode, SerializeType
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import FrameDecoder, FrameError, HeaderError, encode
 from tidemq.remoting.message import (
-    BatchItem,
     MessageDecodeError,
     SysFlag,
-    decode_batch,
     decode_record,
-    encode_batch,
     encode_properties,
     encode_record,
     iter_records,

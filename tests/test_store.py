@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.remoting.message import decode_record, encode_record, tag_hash
+from tidemq.remoting.batch import BatchItem, StoredBatch, build_stored_batch, encode_batch
+from tidemq.remoting.message import MessageDecodeError, decode_record, encode_record, tag_hash
 from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError
 from tidemq.store.message_store import AppendRequest
 
@@ -177,3 +178,72 @@ def test_sync_flush_group_commits_concurrent_writers(tmp_path: Path) -> None:
         await store.close()
 
     asyncio.run(scenario())
+
+
+def _batch_body(props: list[str]) -> bytes:
+    return encode_batch([BatchItem(i, f"body-{i}".encode() * 20, p) for i, p in enumerate(props)])
+
+
+def _stored(body: bytes, extra: str = "CLUSTER\x01c1") -> StoredBatch:
+    return build_stored_batch(
+        body,
+        topic="B",
+        queue_id=1,
+        sys_flag=0,
+        born_timestamp=11,
+        born_host=b"\x7f\x00\x00\x01\x00\x00\x10\x00",
+        store_timestamp=22,
+        store_host=b"\x7f\x00\x00\x01\x00\x00\x27\x0f",
+        extra_properties=extra,
+        max_body=1024,
+    )
+
+
+@pytest.mark.parametrize("tagged", [False, True])  # the plain path (unique ids only) and the scanning one
+def test_batch_records_are_stored_back_to_back_and_indexed(tmp_path: Path, tagged: bool) -> None:
+    props = [
+        f"UNIQ_KEY\x01U{i}" + ("\x02TAGS\x01red\x02KEYS\x01k1 k2" if tagged and i == 1 else "")
+        for i in range(3)
+    ]
+
+    async def scenario() -> None:
+        store = _open(tmp_path)
+        _append(store, "B", 1, b"first")
+        result = store.put_batch("B", 1, _stored(_batch_body(props)))
+        assert result.queue_offsets == [1, 2, 3]
+        got = store.get("B", 1, 1, 32)
+        msgs = [decode_record(m, check_crc=True) for m in got.messages]
+        assert [m.body for m in msgs] == [f"body-{i}".encode() * 20 for i in range(3)]
+        assert [(m.queue_offset, m.commit_log_offset) for m in msgs] == list(
+            zip(result.queue_offsets, result.commit_log_offsets, strict=True)
+        )
+        assert [m.flag for m in msgs] == [0, 1, 2]
+        assert all(m.properties["CLUSTER"] == "c1" and m.store_timestamp == 22 for m in msgs)
+        assert msgs[1].properties["UNIQ_KEY"] == "U1"
+        red = store.get("B", 1, 1, 32, match=lambda code: code == tag_hash("red"))
+        assert [decode_record(m).properties.get("TAGS") for m in red.messages] == (["red"] if tagged else [])
+        for key in ["U2", *(["k2"] if tagged else [])]:
+            found = store.query_by_key("B", key, 5, 0, 0)
+            assert [decode_record(m).queue_offset for m in found] == [3 if key == "U2" else 2]
+        await store.close()
+        reopened = _open(tmp_path)  # the index survives a restart
+        assert len(reopened.query_by_key("B", "U0", 5, 0, 0)) == 1
+        await reopened.close()
+
+    asyncio.run(scenario())
+
+
+def test_batch_bodies_that_break_the_rules_are_refused() -> None:
+    good = _batch_body(["UNIQ_KEY\x01a", "UNIQ_KEY\x01b"])
+    with pytest.raises(MessageDecodeError, match="delay"):
+        _stored(_batch_body(["UNIQ_KEY\x01a\x02DELAY\x013"]))
+    with pytest.raises(MessageDecodeError, match="exceeds"):
+        build_stored_batch(
+            good, topic="B", queue_id=0, sys_flag=0, born_timestamp=0, born_host=b"\0" * 8,
+            store_timestamp=0, store_host=b"\0" * 8, extra_properties="", max_body=10,
+        )  # fmt: skip
+    with pytest.raises(MessageDecodeError):
+        _stored(good[:-3])
+    with pytest.raises(MessageDecodeError, match="limit"):
+        _stored(good, extra="X\x01" + "y" * 40000)
+    assert len(_stored(good).sizes) == 2

@@ -12,10 +12,11 @@ from typing import Any
 import orjson
 
 from tidemq.remoting import jsonx
+from tidemq.remoting.batch import BatchItem, encode_batch
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from tidemq.remoting.message import BatchItem, MessageExt, encode_batch, encode_properties, iter_records
+from tidemq.remoting.message import MessageExt, encode_properties, iter_records
 from tidemq.remoting.transport import RemotingConnection
 
 PULL_FLAG_COMMIT_OFFSET = 0x1

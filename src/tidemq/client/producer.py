@@ -16,22 +16,22 @@ from tidemq.client.fault import LatencyFaultTolerance
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.message_queue import MessageQueue
+from tidemq.remoting.batch import BatchItem, encode_batch
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import SendMessageRequestHeader
 from tidemq.remoting.message import (
-    BatchItem,
     Prop,
     SysFlag,
     UniqueIdGenerator,
     compress_body,
-    encode_batch,
     encode_properties,
     tag_hash,
 )
 from tidemq.remoting.transport import RemotingError
 
 log = logging.getLogger(__name__)
+_UNIQ_ONLY = Prop.UNIQ_KEY + "\x01"
 
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -323,18 +323,30 @@ class Producer:
         if not msgs:
             raise MQClientError("batch is empty")
         topic = msgs[0].topic
-        items, ids = [], []
-        for msg in msgs:
+        validate_topic(topic)
+        items = []
+        ids = self._ids.next_ids(len(msgs))
+        for i, msg in enumerate(msgs):
             if msg.topic != topic:
                 raise MQClientError("all messages of a batch must have the same topic")
-            if msg.delay_level > 0:
-                raise MQClientError("batch messages do not support a delay level")
-            _, body, props, sys_flag = self._prepare(msg)
-            if sys_flag:
-                body = bytes(msg.body)  # batches are never compressed
-            ids.append(props[Prop.UNIQ_KEY])
-            props.pop(Prop.WAIT, None)
-            items.append(BatchItem(msg.flag, body, encode_properties(props)))
+            body = msg.body
+            if not isinstance(body, bytes | bytearray) or not body:
+                raise MQClientError("message body must be non-empty bytes")
+            if len(body) > self.max_message_size:
+                raise MQClientError(
+                    f"message body of {len(body)} bytes exceeds the maximum message size "
+                    f"{self.max_message_size}"
+                )
+            if msg.properties or msg.tags or msg.keys or msg.delay_level:
+                if msg.delay_level > 0:
+                    raise MQClientError("batch messages do not support a delay level")
+                props = msg.wire_properties()
+                props.pop(Prop.WAIT, None)
+                ids[i] = props.setdefault(Prop.UNIQ_KEY, ids[i])
+                text = encode_properties(props)
+            else:  # the common case, without building a dict per message
+                text = _UNIQ_ONLY + ids[i]
+            items.append(BatchItem(msg.flag, body, text))  # batches are never compressed
         if topic.startswith("%RETRY%"):
             raise MQClientError("batch messages cannot be sent to a retry topic")
         wire_topic = wrap_namespace(self.config.namespace, topic)

@@ -81,7 +81,23 @@ class ConsumeQueue:
 
     def append(self, phys: int, size: int, tags_code: int) -> int:
         offset = self.max_offset
-        byte_pos = offset * ENTRY_SIZE
+        self._writable_file().append(ENTRY.pack(phys, size, tags_code))
+        self.max_offset = offset + 1
+        return offset
+
+    def append_many(self, phys: list[int], sizes: list[int], tags_codes: list[int]) -> None:
+        """Append entries for records stored back to back, one write per file they land in."""
+        done = 0
+        while done < len(phys):
+            mf = self._writable_file()
+            room = (mf.capacity - mf.write_pos) // ENTRY_SIZE
+            upto = min(len(phys), done + room)
+            mf.append(b"".join(map(ENTRY.pack, phys[done:upto], sizes[done:upto], tags_codes[done:upto])))
+            self.max_offset += upto - done
+            done = upto
+
+    def _writable_file(self) -> MappedFile:
+        byte_pos = self.max_offset * ENTRY_SIZE
         mf = self.files[-1] if self.files else None
         if mf is None or byte_pos >= mf.base + mf.capacity:
             base = byte_pos - byte_pos % self.file_bytes
@@ -89,11 +105,9 @@ class ConsumeQueue:
             mf = MappedFile(self.directory / MappedFile.name_for(base), base, self.file_bytes)
             mf.write_pos = byte_pos - base
             if not self.files:
-                self.min_offset = offset
+                self.min_offset = self.max_offset
             self.files.append(mf)
-        mf.append(ENTRY.pack(phys, size, tags_code))
-        self.max_offset = offset + 1
-        return offset
+        return mf
 
     def _file_for(self, offset: int) -> MappedFile | None:
         if not self.files or offset < self.min_offset or offset >= self.max_offset:

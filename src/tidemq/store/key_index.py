@@ -1,64 +1,85 @@
-"""Lookup of messages by key: a 64-bit hash of (topic, key) -> commit-log offsets.
+"""Lookup of messages by key: 16-byte entries of (64-bit hash of topic and key, commit-log offset).
 
-The table lives in memory and is backed by an append-only file of 16-byte entries, loaded at start.
-Hash collisions only cost a read: callers check the record's own keys before returning it.
+Every message's unique id is indexed, so adding must be cheap and must not grow memory with the log:
+entries are only appended (to a buffer, written at each flush), and a lookup scans the file for the
+hash with ``bytes.find``, which runs at memory speed. Lookups by key are rare admin queries; hash
+collisions only cost a read, because callers check the record's own keys before returning it.
+The hash is CRC-32 and CRC-32C of the same bytes side by side: two C calls.
 """
 
 from __future__ import annotations
 
-import hashlib
+import mmap
 import os
 import struct
+import zlib
 from pathlib import Path
 
+from crc32c import crc32c
+
 _ENTRY = struct.Struct(">qq")
+_HASH = struct.Struct(">q")
+_CHUNK_ENTRIES = 1 << 16
 
 
 def key_hash(topic: str, key: str) -> int:
-    digest = hashlib.blake2b(f"{topic}\x01{key}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
+    return _hash(f"{topic}\x01{key}".encode())
+
+
+def _hash(data: bytes) -> int:
+    h = zlib.crc32(data) << 32 | crc32c(data)
+    return h - (1 << 64) if h >> 63 else h
 
 
 class KeyIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._table: dict[int, int | list[int]] = {}
         self._pending = bytearray()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        size = os.fstat(self._fd).st_size
+        usable = size - size % _ENTRY.size
+        if usable != size:  # a torn last entry
+            os.ftruncate(self._fd, usable)
         self.covered_until = 0
-        if path.exists():
-            data = path.read_bytes()
-            usable = len(data) - len(data) % _ENTRY.size
-            for h, offset in _ENTRY.iter_unpack(data[:usable]):
-                self._add(h, offset)
-                self.covered_until = max(self.covered_until, offset + 1)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-
-    def _add(self, h: int, offset: int) -> None:
-        current = self._table.get(h)
-        if current is None:
-            self._table[h] = offset
-        elif isinstance(current, int):
-            self._table[h] = [current, offset]
-        else:
-            current.append(offset)
+        if usable:
+            _, last = _ENTRY.unpack(os.pread(self._fd, _ENTRY.size, usable - _ENTRY.size))
+            self.covered_until = last + 1
 
     def add(self, topic: str, keys: list[str], offset: int) -> None:
         """Index a record's keys. Records come in log order, so one already covered is skipped
         (recovery re-dispatches records the index may hold already)."""
-        if offset < self.covered_until:
-            return
-        self.covered_until = offset + 1
-        for key in keys:
-            h = key_hash(topic, key)
-            self._add(h, offset)
-            self._pending += _ENTRY.pack(h, offset)
+        self.add_many(topic, [[key.encode() for key in keys]], [offset])
+
+    def add_many(self, topic: str, keys: list[list[bytes]], offsets: list[int]) -> None:
+        """Index the UTF-8 keys of records appended in log order (``keys[i]`` go with ``offsets[i]``)."""
+        prefix = f"{topic}\x01".encode()
+        pack, covered = _ENTRY.pack, self.covered_until
+        pending = [
+            pack(_hash(prefix + key), offset)
+            for record_keys, offset in zip(keys, offsets, strict=True)
+            if offset >= covered
+            for key in record_keys
+        ]
+        if offsets:
+            self.covered_until = max(covered, offsets[-1] + 1)
+        self._pending += b"".join(pending)
 
     def lookup(self, topic: str, key: str) -> list[int]:
-        found = self._table.get(key_hash(topic, key))
-        if found is None:
-            return []
-        return [found] if isinstance(found, int) else list(found)
+        target = _HASH.pack(key_hash(topic, key))
+        found = []
+        for data in self._contents():
+            i = data.find(target)
+            while i >= 0:
+                if i % _ENTRY.size == 0:
+                    found.append(_ENTRY.unpack_from(data, i)[1])
+                i = data.find(target, i + 1)
+        return found
+
+    def _contents(self) -> list[bytes | mmap.mmap]:
+        size = os.fstat(self._fd).st_size
+        parts: list[bytes | mmap.mmap] = [mmap.mmap(self._fd, size, access=mmap.ACCESS_READ)] if size else []
+        return [*parts, bytes(self._pending)]
 
     def flush(self) -> None:
         if self._pending:
@@ -67,24 +88,19 @@ class KeyIndex:
         os.fsync(self._fd)
 
     def forget_below(self, log_min: int) -> None:
-        """Drop entries whose records retention has deleted (in memory; the file is rewritten)."""
-        kept: dict[int, int | list[int]] = {}
-        for h, value in self._table.items():
-            offsets = [v for v in ([value] if isinstance(value, int) else value) if v >= log_min]
-            if offsets:
-                kept[h] = offsets[0] if len(offsets) == 1 else offsets
-        self._table = kept
+        """Drop entries whose records retention has deleted: the file is rewritten without them."""
+        self.flush()
         tmp = self.path.with_suffix(".tmp")
+        size = os.fstat(self._fd).st_size
         with open(tmp, "wb") as out:
-            for h, value in kept.items():
-                for offset in [value] if isinstance(value, int) else value:
-                    out.write(_ENTRY.pack(h, offset))
+            for start in range(0, size, _CHUNK_ENTRIES * _ENTRY.size):
+                chunk = os.pread(self._fd, _CHUNK_ENTRIES * _ENTRY.size, start)
+                out.write(b"".join(_ENTRY.pack(h, o) for h, o in _ENTRY.iter_unpack(chunk) if o >= log_min))
             out.flush()
             os.fsync(out.fileno())
         os.close(self._fd)
         os.replace(tmp, self.path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        self._pending.clear()
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
 
     def close(self) -> None:
         self.flush()

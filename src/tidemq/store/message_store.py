@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tidemq.aio import cancel_and_wait
+from tidemq.remoting.batch import StoredBatch
 from tidemq.remoting.message import (
-    POS_PHYSICAL_OFFSET,
     POS_QUEUE_OFFSET,
     Prop,
     decode_record,
@@ -43,6 +43,7 @@ from tidemq.store.metadata import (
 log = logging.getLogger(__name__)
 
 _I64 = struct.Struct(">q")
+_QUEUE_AND_PHYSICAL = struct.Struct(">qq")  # at POS_QUEUE_OFFSET: queue offset, then physical offset
 MAX_TRANSFER_BYTES = 256 * 1024
 MAX_TRANSFER_COUNT = 32
 
@@ -113,7 +114,7 @@ class MessageStore:
         self.consumer_offsets = OffsetTable(cfg_dir / "consumerOffset.json", "offsetTable")
         self.delay_offsets = OffsetTable(cfg_dir / "delayOffset.json", "offsetTable")
         self.commitlog = CommitLog(root / "commitlog", config.segment_bytes)
-        self.index = KeyIndex(root / "index" / "keys.idx") if config.index_keys else None
+        self.index = KeyIndex(root / "index" / "keys2.idx") if config.index_keys else None
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._checkpoint_path = root / "checkpoint.json"
         self.dispatch_listeners: list[DispatchListener] = []
@@ -245,8 +246,7 @@ class MessageStore:
             key = (req.topic, req.queue_id)
             qoff = next_queue_offset.get(key, cq.max_offset)
             next_queue_offset[key] = qoff + 1
-            _I64.pack_into(req.record, POS_QUEUE_OFFSET, qoff)
-            _I64.pack_into(req.record, POS_PHYSICAL_OFFSET, phys)
+            _QUEUE_AND_PHYSICAL.pack_into(req.record, POS_QUEUE_OFFSET, qoff, phys)
             phys_offsets.append(phys)
             queue_offsets.append(qoff)
             phys += len(req.record)
@@ -262,6 +262,37 @@ class MessageStore:
             for listener in self.dispatch_listeners:
                 listener(req.topic, req.queue_id, cq.max_offset, req.tags_code)
         return PutResult(phys_offsets, queue_offsets, phys)
+
+    def put_batch(self, topic: str, queue_id: int, batch: StoredBatch) -> PutResult:
+        """Append a batch's records, stored back to back for one queue, in one write; all or none."""
+        if self._closed:
+            raise StoreError("store is shut down")
+        data, sizes = batch.data, batch.sizes
+        try:
+            seg = self.commitlog.reserve(len(data))
+        except OSError as exc:
+            raise self._write_failure(exc) from None
+        cq = self._queue(topic, queue_id)
+        first_queue_offset = cq.max_offset
+        base = seg.end
+        pos = 0
+        phys_offsets = []
+        pack_offsets = _QUEUE_AND_PHYSICAL.pack_into
+        for qoff, size in enumerate(sizes, first_queue_offset):
+            pack_offsets(data, pos + POS_QUEUE_OFFSET, qoff, base + pos)
+            phys_offsets.append(base + pos)
+            pos += size
+        try:
+            seg.append(data)
+        except OSError as exc:
+            raise self._write_failure(exc) from None
+        cq.append_many(phys_offsets, sizes, batch.tags_codes)
+        if self.index is not None:
+            self.index.add_many(topic, batch.keys, phys_offsets)
+        for listener in self.dispatch_listeners:
+            for tags_code in set(batch.tags_codes):
+                listener(topic, queue_id, cq.max_offset, tags_code)
+        return PutResult(phys_offsets, list(range(first_queue_offset, cq.max_offset)), base + pos)
 
     @staticmethod
     def _write_failure(exc: OSError) -> StoreError:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tidemq.broker.topics import DLQ_PREFIX, NOT_SENDABLE, RETRY_PREFIX, name_problem
+from tidemq.remoting.batch import build_stored_batch
 from tidemq.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
@@ -15,15 +17,15 @@ from tidemq.remoting.message import (
     MessageDecodeError,
     Prop,
     SysFlag,
-    decode_batch,
     decode_properties,
     decode_record,
+    encode_properties,
     offset_msg_id,
     pack_host,
 )
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
 from tidemq.store import FlushMode, StoreError
-from tidemq.store.message_store import AppendRequest, PutResult
+from tidemq.store.message_store import PutResult
 from tidemq.store.metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig, TopicConfig
 
 if TYPE_CHECKING:
@@ -121,74 +123,80 @@ def send_message(
             queue_id = 0
             props.pop(Prop.DELAY, None)
     born_host = _born_host(conn)
+    if h.batch or req.code == RequestCode.SEND_BATCH_MESSAGE:
+        return _send_batch(broker, req, h, topic, queue_id, props, born_host)
     try:
-        if h.batch or req.code == RequestCode.SEND_BATCH_MESSAGE:
-            requests = _batch_requests(broker, h, topic, queue_id, props, bytes(req.body), born_host)
-        else:
-            requests = [
-                broker.make_append(
-                    topic=topic,
-                    queue_id=queue_id,
-                    body=bytes(req.body),
-                    flag=h.flag,
-                    properties=props,
-                    sys_flag=h.sys_flag,
-                    born_timestamp=h.born_timestamp,
-                    born_host=born_host,
-                    reconsume_times=reconsume,
-                )
-            ]
+        request = broker.make_append(
+            topic=topic,
+            queue_id=queue_id,
+            body=bytes(req.body),
+            flag=h.flag,
+            properties=props,
+            sys_flag=h.sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=born_host,
+            reconsume_times=reconsume,
+        )
     except MessageDecodeError as exc:
         return req.error(ResponseCode.MESSAGE_ILLEGAL, str(exc))
-    if not requests:
-        return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch body holds no message")
-    return _store(broker, req, requests, lambda result: _send_response(broker, req, result, queue_id))
+    return _store(
+        broker, req, lambda: broker.store.put([request]), lambda r: _send_response(broker, req, r, queue_id)
+    )
 
 
-def _batch_requests(
+def _send_batch(
     broker: Broker,
+    req: RemotingCommand,
     h: SendMessageRequestHeader,
     topic: str,
     queue_id: int,
     batch_props: dict[str, str],
-    body: bytes,
     born_host: bytes,
-) -> list[AppendRequest]:
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """Store a batch's messages back to back in one queue (Java's MessageExtBatch path)."""
     if topic.startswith(RETRY_PREFIX):
-        raise MessageDecodeError("batch messages cannot be sent to a retry topic")
-    requests = []
-    for item in decode_batch(body):
-        props = decode_properties(item.properties)
-        if Prop.DELAY in props:
-            raise MessageDecodeError("batch messages cannot carry a delay level")
-        props.update(batch_props)
-        requests.append(
-            broker.make_append(
-                topic=topic,
-                queue_id=queue_id,
-                body=item.body,
-                flag=item.flag,
-                properties=props,
-                sys_flag=h.sys_flag,
-                born_timestamp=h.born_timestamp,
-                born_host=born_host,
-            )
+        return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
+    batch_props.pop(Prop.WAIT, None)
+    if batch_props.get(Prop.DELAY, "0") not in ("", "0"):
+        return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot carry a delay level")
+    batch_props[Prop.CLUSTER] = broker.config.cluster_name
+    try:
+        batch = build_stored_batch(
+            bytes(req.body),
+            topic=topic,
+            queue_id=queue_id,
+            sys_flag=h.sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=born_host,
+            store_timestamp=int(time.time() * 1000),
+            store_host=broker.store_host,
+            extra_properties=encode_properties(batch_props),
+            max_body=broker.config.max_message_size,
         )
-    return requests
+    except MessageDecodeError as exc:
+        return req.error(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    if not batch.sizes:
+        return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch body holds no message")
+    return _store(
+        broker,
+        req,
+        lambda: broker.store.put_batch(topic, queue_id, batch),
+        lambda r: _send_response(broker, req, r, queue_id),
+    )
 
 
 def _store(
     broker: Broker,
     req: RemotingCommand,
-    requests: list[AppendRequest],
+    put: Callable[[], PutResult],
     answer: Callable[[PutResult], RemotingCommand],
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     """Append, then answer at once (async flush) or once the append is fsynced (sync flush)."""
     try:
-        result = broker.store.put(requests)
+        result = put()
     except StoreError as exc:
         return req.error(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
-    broker.stats["put"] += len(requests)
+    broker.stats["put"] += len(result.commit_log_offsets)
     response = answer(result)
     if broker.store.config.flush_mode is FlushMode.SYNC:
         return _after_flush(broker, response, result.end_offset)
@@ -266,4 +274,4 @@ def consumer_send_back(
         born_host=msg.born_host_raw,
         reconsume_times=msg.reconsume_times + 1,
     )
-    return _store(broker, req, [request], lambda _: req.response())
+    return _store(broker, req, lambda: broker.store.put([request]), lambda _: req.response())
