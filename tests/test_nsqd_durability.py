@@ -11,7 +11,7 @@ import orjson
 
 from tests.nsq_support import RawNsq
 from tests.support import ServerProcess, free_port, run
-from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command
+from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command, encode_mpub
 
 
 def test_sigkill_then_restart_delivers_every_acknowledged_pub(tmp_path: Path) -> None:
@@ -142,3 +142,33 @@ def test_deflate_session(tmp_path: Path) -> None:
         run(scenario())
     finally:
         srv.stop()
+
+
+def test_sync_flush_answers_pipelined_publishes_in_order_after_one_fsync(tmp_path: Path) -> None:
+    """PUBs pipelined on one connection share fsyncs, and every answer still comes in command order:
+    the error for a bad PUB arrives after the OKs of the PUBs sent before it."""
+    srv = ServerProcess(tmp_path / "data", "--flush", "sync").start()
+
+    async def scenario() -> None:
+        pub = await RawNsq.open(srv.nsqd)
+        for i in range(300):
+            pub.send("PUB", "piped", body=f"p{i}".encode())
+        pub.send_raw(encode_mpub("piped", [b"x", b"y"]))
+        answers = [await pub.frame() for _ in range(301)]
+        assert answers == [(FrameType.RESPONSE, b"OK")] * 301
+        for i in range(5):
+            pub.send("PUB", "piped", body=f"q{i}".encode())
+        pub.send("PUB", "bad!topic", body=b"z")
+        assert [await pub.response() for _ in range(5)] == [b"OK"] * 5
+        assert (await pub.error()).startswith(b"E_BAD_TOPIC")
+        assert await pub.closed()
+        sub = await RawNsq.open(srv.nsqd)
+        await sub.sub("piped", "all", rdy=400)
+        bodies = [(await sub.message()).body for _ in range(307)]
+        assert bodies[:3] == [b"p0", b"p1", b"p2"] and bodies[-5:] == [f"q{i}".encode() for i in range(5)]
+        sub.close()
+
+    try:
+        run(scenario())
+    finally:
+        assert srv.stop() == 0

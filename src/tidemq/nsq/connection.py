@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import ssl
@@ -71,6 +72,8 @@ class NsqConnection(asyncio.Protocol):
         self.auth_state: AuthState | None = None
         self._auth_secret = ""
         self._commands: deque[Command | NSQError] = deque()
+        #: Sync flush: (log end, error code) of publishes stored but not yet answered.
+        self._unanswered: list[tuple[int, str]] = []
         self._worker: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self._out: list[bytes] = []
@@ -191,8 +194,14 @@ class NsqConnection(asyncio.Protocol):
             try:
                 if isinstance(item, NSQError):
                     raise item
+                if item.name not in _PUBLISHES:
+                    await self._answer_publishes()
                 await self._handle(item)
+                if self._unanswered and not (self._commands and _is_publish(self._commands[0])):
+                    await self._answer_publishes()
             except NSQError as err:
+                with contextlib.suppress(NSQError):
+                    await self._answer_publishes()  # the answers to earlier commands go first
                 if err.answer:
                     self.send_error(err)
                 if err.fatal:
@@ -200,6 +209,20 @@ class NsqConnection(asyncio.Protocol):
                     self._commands.clear()
                     self.close()
                     return
+
+    async def _answer_publishes(self) -> None:
+        """Sync flush: answer the publishes stored so far once one fsync covers them all, in order.
+
+        Pipelined publishes on one connection are appended back to back and share that fsync (group
+        commit) instead of each waiting for its own.
+        """
+        if not self._unanswered:
+            return
+        unanswered, self._unanswered = self._unanswered, []
+        end_offset, error_code = max(unanswered)
+        await self.nsqd.wait_durable(end_offset, error_code)
+        for _ in unanswered:
+            self.send_response(OK)
 
     async def _handle(self, cmd: Command) -> None:
         handler = _HANDLERS.get(cmd.name)
@@ -416,9 +439,13 @@ class NsqConnection(asyncio.Protocol):
         if bodies is None:
             bodies = [cmd.body or b""]
         await self._check_auth(verb, topic)
-        await self.nsqd.publish(topic, bodies, defer_ms=defer_ms, error_code=f"E_{verb}_FAILED")
+        error_code = f"E_{verb}_FAILED"
+        end_offset = self.nsqd.append(topic, bodies, defer_ms=defer_ms, error_code=error_code)
         self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
-        self.send_response(OK)
+        if self.nsqd.sync_flush:
+            self._unanswered.append((end_offset, error_code))
+        else:
+            self.send_response(OK)
 
     async def pub(self, cmd: Command) -> None:
         await self._publish(cmd)
@@ -428,6 +455,13 @@ class NsqConnection(asyncio.Protocol):
 
     async def dpub(self, cmd: Command) -> None:
         await self._publish(cmd)
+
+
+_PUBLISHES = frozenset((b"PUB", b"MPUB", b"DPUB"))
+
+
+def _is_publish(item: Command | NSQError) -> bool:
+    return not isinstance(item, NSQError) and item.name in _PUBLISHES
 
 
 _HANDLERS = {

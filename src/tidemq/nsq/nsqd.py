@@ -163,9 +163,21 @@ class Nsqd:
         self, topic_name: str, bodies: list[bytes], *, defer_ms: int = 0, error_code: str = "E_PUB_FAILED"
     ) -> None:
         """Store the messages; return once they are durable as the store's flush mode defines it."""
+        end = self.append(topic_name, bodies, defer_ms=defer_ms, error_code=error_code)
+        await self.wait_durable(end, error_code)
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.store.config.flush_mode is FlushMode.SYNC
+
+    def append(
+        self, topic_name: str, bodies: list[bytes], *, defer_ms: int = 0, error_code: str = "E_PUB_FAILED"
+    ) -> int:
+        """Store the messages, durable or not yet (sync flush: see ``wait_durable``); returns how far the
+        log must be durable for them. Consumers may see them at once, as Java's dispatch does."""
         topic = self.topic(topic_name)
         if not bodies:
-            return
+            return 0
         now = time.time()
         props = {PROP_TIMESTAMP: str(time.time_ns())}
         if defer_ms > 0:
@@ -190,20 +202,30 @@ class Nsqd:
         first_new = topic.end_offset
         try:
             result = self.store.put(requests)
-            if self.store.config.flush_mode is FlushMode.SYNC:
-                await self.store.wait_durable(result.end_offset)
         except StoreError as exc:
-            self.health_error = str(exc)
-            raise NSQError(error_code, f"{error_code[2:].replace('_', ' ')} {exc}") from None
+            raise self._store_failed(exc, error_code) from None
         self.health_error = ""
         topic.message_count += len(bodies)
         topic.message_bytes += sum(map(len, bodies))
-        if not topic.channels:
+        if topic.channels:
+            for channel in topic.channels.values():
+                if channel.ephemeral:
+                    channel.drop_overflow(first_new, topic.end_offset, self.config.mem_queue_size)
+            topic.pump()
+        return result.end_offset
+
+    async def wait_durable(self, end_offset: int, error_code: str = "E_PUB_FAILED") -> None:
+        """Sync flush: wait until the log is fsynced to ``end_offset`` (one fsync serves many publishes)."""
+        if not self.sync_flush:
             return
-        for channel in topic.channels.values():
-            if channel.ephemeral:
-                channel.drop_overflow(first_new, topic.end_offset, self.config.mem_queue_size)
-        topic.pump()
+        try:
+            await self.store.wait_durable(end_offset)
+        except StoreError as exc:
+            raise self._store_failed(exc, error_code) from None
+
+    def _store_failed(self, exc: StoreError, error_code: str) -> NSQError:
+        self.health_error = str(exc)
+        return NSQError(error_code, f"{error_code[2:].replace('_', ' ')} {exc}")
 
     # --- lifecycle ------------------------------------------------------------------------------------
 

@@ -44,6 +44,8 @@ def normalize_ext_fields(raw: Any) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise HeaderError(f"extFields must be an object, got {type(raw).__name__}")
+    if all(type(value) is str for value in raw.values()):  # what Java and Go send: nothing to convert
+        return raw
     out: dict[str, str] = {}
     for key, value in raw.items():
         if value is None:

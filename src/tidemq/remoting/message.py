@@ -79,6 +79,7 @@ POS_BORN_HOST = 48
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
 
 
 def body_crc(body: bytes | bytearray | memoryview) -> int:
@@ -272,9 +273,7 @@ class MessageExt:
     flag: int = 0
     sys_flag: int = 0
     born_timestamp: int = 0
-    born_host: str = ""
     store_timestamp: int = 0
-    store_host: str = ""
     store_host_raw: bytes = b""
     born_host_raw: bytes = b""
     reconsume_times: int = 0
@@ -284,6 +283,14 @@ class MessageExt:
     properties: dict[str, str] = field(default_factory=dict)
     #: Set by consumers from the queue the message was pulled from; not part of the stored record.
     broker_name: str = ""
+
+    @property
+    def born_host(self) -> str:
+        return unpack_host(self.born_host_raw) if self.born_host_raw else ""
+
+    @property
+    def store_host(self) -> str:
+        return unpack_host(self.store_host_raw) if self.store_host_raw else ""
 
     @property
     def tags(self) -> str | None:
@@ -303,29 +310,36 @@ class MessageExt:
         return self.properties.get(Prop.UNIQ_KEY) or self.offset_msg_id
 
 
+# The fixed part of a record with IPv4 born and store hosts, the layout nearly every record has.
+_V4_FIXED = struct.Struct(">iIiiiqqiq8sq8siqi")
+_HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+
+
 def decode_record(
     buf: bytes | bytearray | memoryview, pos: int = 0, *, decompress: bool = True, check_crc: bool = False
 ) -> MessageExt:
     view = memoryview(buf)
     try:
-        total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = struct.unpack_from(
-            ">iIiiiqqiq", view, pos
-        )
+        fixed = _V4_FIXED.unpack_from(view, pos)
+        total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = fixed[:9]
         if magic != MAGIC_MESSAGE:
             raise MessageDecodeError(f"bad magic code {magic:#x} at {pos}")
         if total < HEAD_SIZE_V4 + 3 or pos + total > len(view):
             raise MessageDecodeError(f"record size {total} at {pos} does not fit the buffer")
-        born_len, store_len = _host_sizes(sys_flag)
-        p = pos + 48
-        born_raw = bytes(view[p : p + born_len])
-        born_host = unpack_host(born_raw)
-        p += born_len
-        (store_ts,) = _I64.unpack_from(view, p)
-        p += 8
-        store_raw = bytes(view[p : p + store_len])
-        p += store_len
-        reconsume, prepared, body_len = struct.unpack_from(">iqi", view, p)
-        p += 16
+        if not sys_flag & _HOSTS_V6:
+            born_raw, store_ts, store_raw, reconsume, prepared, body_len = fixed[9:]
+            p = pos + _V4_FIXED.size
+        else:
+            born_len, store_len = _host_sizes(sys_flag)
+            p = pos + 48
+            born_raw = bytes(view[p : p + born_len])
+            p += born_len
+            (store_ts,) = _I64.unpack_from(view, p)
+            p += 8
+            store_raw = bytes(view[p : p + store_len])
+            p += store_len
+            reconsume, prepared, body_len = struct.unpack_from(">iqi", view, p)
+            p += 16
         end = pos + total
         if body_len < 0 or p + body_len > end:
             raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
@@ -333,13 +347,13 @@ def decode_record(
         p += body_len
         topic_len = view[p]
         p += 1
-        topic = bytes(view[p : p + topic_len]).decode()
+        topic = str(view[p : p + topic_len], "utf-8")
         p += topic_len
-        (props_len,) = struct.unpack_from(">h", view, p)
+        (props_len,) = _I16.unpack_from(view, p)
         p += 2
         if props_len < 0 or p + props_len != end:
             raise MessageDecodeError(f"properties length {props_len} does not close the record at {pos}")
-        props = decode_properties(bytes(view[p : p + props_len]).decode())
+        props = decode_properties(str(view[p:end], "utf-8")) if props_len else {}
     except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
         if isinstance(exc, MessageDecodeError):
             raise
@@ -352,24 +366,22 @@ def decode_record(
         except zlib.error as exc:
             raise MessageDecodeError(f"compressed body does not inflate: {exc}") from None
     return MessageExt(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        commit_log_offset=phys,
-        flag=flag,
-        sys_flag=sys_flag,
-        born_timestamp=born_ts,
-        born_host=born_host,
-        store_timestamp=store_ts,
-        store_host=unpack_host(store_raw),
-        store_host_raw=store_raw,
-        born_host_raw=born_raw,
-        reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
-        body_crc=crc,
-        store_size=total,
-        properties=props,
+        topic,
+        body,
+        queue_id,
+        queue_offset,
+        phys,
+        flag,
+        sys_flag,
+        born_ts,
+        store_ts,
+        store_raw,
+        born_raw,
+        reconsume,
+        prepared,
+        crc,
+        total,
+        props,
     )
 
 

@@ -60,7 +60,7 @@ class CommitLog:
         """Offset the next record gets (end of written data)."""
         return self.segments[-1].end if self.segments else 0
 
-    def _segment_for(self, offset: int) -> MappedFile | None:
+    def segment_at(self, offset: int) -> MappedFile | None:
         if not self.segments or offset < self.segments[0].base:
             return None
         index = (offset - self.segments[0].base) // self.segment_bytes
@@ -92,13 +92,13 @@ class CommitLog:
     # --- reading ------------------------------------------------------------------------------------
 
     def read(self, offset: int, size: int) -> bytes | None:
-        seg = self._segment_for(offset)
+        seg = self.segment_at(offset)
         if seg is None or offset + size > seg.end:
             return None
         return seg.read(offset - seg.base, size)
 
     def read_record(self, offset: int) -> bytes | None:
-        seg = self._segment_for(offset)
+        seg = self.segment_at(offset)
         if seg is None or offset + BLANK_HEADER > seg.end:
             return None
         pos = offset - seg.base
@@ -108,7 +108,7 @@ class CommitLog:
         return seg.read(pos, size)
 
     def store_timestamp(self, offset: int) -> int:
-        seg = self._segment_for(offset)
+        seg = self.segment_at(offset)
         if seg is None or offset + HEAD_SIZE_V4 > seg.end:
             return -1
         pos = offset - seg.base

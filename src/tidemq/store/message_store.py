@@ -411,17 +411,21 @@ class MessageStore:
         scanned = 0
         removed = False
         limit = min(max_nums, MAX_TRANSFER_COUNT) if max_nums > 0 else 1
+        seg_base, seg_end, view = 0, 0, None
         for phys, size, tags in entries:
             if len(messages) >= limit or (messages and size_taken + size > MAX_TRANSFER_BYTES):
                 break
             scanned += 1
             if match is not None and not match(tags):
                 continue
-            data = self.commitlog.read(phys, size)
-            if data is None:
-                removed = True
-                continue
-            messages.append(data)
+            if not seg_base <= phys or phys + size > seg_end:
+                seg = self.commitlog.segment_at(phys)
+                if seg is None or phys + size > seg.end:
+                    removed = True
+                    continue
+                seg_base, seg_end, view = seg.base, seg.end, seg.view
+            assert view is not None
+            messages.append(view[phys - seg_base : phys - seg_base + size])
             size_taken += size
         next_offset = offset + scanned
         if messages:

@@ -20,7 +20,6 @@ from tidemq.remoting.message import (
     decode_properties,
     decode_record,
     encode_properties,
-    offset_msg_id,
     pack_host,
 )
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
@@ -48,10 +47,15 @@ def subscription_group(broker: Broker, group: str) -> SubscriptionGroupConfig | 
 
 
 def _born_host(conn: RemotingConnection) -> bytes:
-    try:
-        return pack_host(conn.peer[0], conn.peer[1])[0]
-    except ValueError:
-        return b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+    """The sender's address in stored layout, worked out once per connection."""
+    packed = conn.attrs.get("born_host")
+    if packed is None:
+        try:
+            packed = pack_host(conn.peer[0], conn.peer[1])[0]
+        except ValueError:
+            packed = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+        conn.attrs["born_host"] = packed
+    return bytes(packed)
 
 
 def _resolve_topic(
@@ -212,7 +216,8 @@ async def _after_flush(broker: Broker, response: RemotingCommand, end_offset: in
 
 
 def _send_response(broker: Broker, req: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
-    msg_ids = ",".join(offset_msg_id(broker.store_host, off) for off in result.commit_log_offsets)
+    host = broker.store_host.hex().upper()
+    msg_ids = ",".join([f"{host}{off:016X}" for off in result.commit_log_offsets])
     return req.response(
         ext_fields={
             "msgId": msg_ids,

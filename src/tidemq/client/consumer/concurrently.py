@@ -1,14 +1,20 @@
 """Concurrent consumption (Java ConsumeMessageConcurrentlyService): batches from any queue run in
-parallel on a bounded pool; failed messages go back to the broker for a delayed retry."""
+parallel on a bounded pool; failed messages go back to the broker for a delayed retry.
+
+The pool is ``consume_thread_max`` worker coroutines taking consume requests from one queue, as
+Java's threads take them from the executor's queue: no task is created per batch.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from tidemq.aio import cancel_and_wait
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import ConsumeContext, ConsumeStatus, MessageModel
 from tidemq.client.message_queue import MessageQueue
@@ -24,12 +30,16 @@ RETRY_LOCALLY_AFTER_S = 5.0
 class ConcurrentConsumeService:
     def __init__(self, consumer: PushConsumer) -> None:
         self.consumer = consumer
-        self._slots = asyncio.Semaphore(consumer.consume_thread_max)
+        self._requests: asyncio.Queue[tuple[list[MessageExt], ProcessQueue, MessageQueue]] = asyncio.Queue()
+        self._workers: list[asyncio.Task[None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._cleaner: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._cleaner = asyncio.create_task(self._clean_expired_loop())
+        self._workers = [
+            asyncio.create_task(self._work()) for _ in range(max(1, self.consumer.consume_thread_max))
+        ]
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -38,22 +48,44 @@ class ConcurrentConsumeService:
 
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
         size = max(1, self.consumer.consume_batch_max_size)
-        for i in range(0, len(msgs), size):
-            self.spawn(self._consume(msgs[i : i + size], pq, mq))
+        put = self._requests.put_nowait
+        if len(msgs) <= size:
+            put((msgs, pq, mq))
+        else:
+            for i in range(0, len(msgs), size):
+                put((msgs[i : i + size], pq, mq))
+
+    async def _work(self) -> None:
+        requests = self._requests
+        while True:
+            msgs, pq, mq = await requests.get()
+            try:
+                await self._consume(msgs, pq, mq)
+            except Exception:
+                log.exception("consuming %d messages of %s failed", len(msgs), mq)
+            finally:
+                requests.task_done()
 
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
-        async with self._slots:
-            if pq.dropped:
-                return
-            ctx = ConsumeContext(mq)
-            started = str(int(time.time() * 1000))
-            for msg in msgs:
-                msg.properties[Prop.CONSUME_START_TIME] = started
-            status, error = await self.consumer.run_listener(msgs, ctx)
-            if pq.is_dropped():
-                log.info("queue %s was dropped while consuming; not committing %d messages", mq, len(msgs))
-                return
+        if pq.dropped:
+            return
+        ctx = ConsumeContext(mq)
+        started = str(int(time.time() * 1000))
+        for msg in msgs:
+            msg.properties[Prop.CONSUME_START_TIME] = started
+        status, error = await self.consumer.run_listener(msgs, ctx)
+        if pq.is_dropped():
+            log.info("queue %s was dropped while consuming; not committing %d messages", mq, len(msgs))
+            return
+        if status is ConsumeStatus.CONSUME_SUCCESS:
+            self._done(msgs, pq, mq)
+        else:
             await self._settle(status, error, ctx, msgs, pq, mq)
+
+    def _done(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        offset = pq.remove(msgs)
+        if offset >= 0 and not pq.dropped:
+            self.consumer.offset_store.update(mq, offset, increase_only=True)
 
     async def _settle(
         self,
@@ -82,9 +114,7 @@ class ConcurrentConsumeService:
                     for msg in retry_here:
                         msg.reconsume_times += 1
                     self.spawn(self._retry_later(retry_here, pq, mq))
-        offset = pq.remove(done)
-        if offset >= 0 and not pq.dropped:
-            self.consumer.offset_store.update(mq, offset, increase_only=True)
+        self._done(done, pq, mq)
 
     async def _retry_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         await asyncio.sleep(RETRY_LOCALLY_AFTER_S)
@@ -110,9 +140,12 @@ class ConcurrentConsumeService:
                             self.consumer.offset_store.update(mq, offset, increase_only=True)
 
     async def close(self, timeout: float) -> None:
+        """Let queued and running consume requests finish (up to ``timeout``), then stop the pool."""
         if self._cleaner is not None:
             self._cleaner.cancel()
-        if self._tasks:
-            _, pending = await asyncio.wait(list(self._tasks), timeout=timeout)
-            for task in pending:
-                task.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._requests.join()
+                if self._tasks:
+                    await asyncio.wait(list(self._tasks))
+        await cancel_and_wait([*self._workers, *self._tasks])
