@@ -86,7 +86,10 @@ class RemotingConnection(asyncio.Protocol):
         self._tasks: set[asyncio.Task[None]] = set()
         self._can_write = asyncio.Event()
         self._can_write.set()
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._out: list[bytes | bytearray | memoryview] = []
+        self._flush_scheduled = False
+        self._loop = asyncio.get_running_loop()
+        self.closed: asyncio.Future[None] = self._loop.create_future()
         self.peer: tuple[str, int] = ("", 0)
         self.local: tuple[str, int] = ("", 0)
         self.last_activity = time.monotonic()
@@ -227,10 +230,20 @@ class RemotingConnection(asyncio.Protocol):
                 )
             return
         self.last_activity = time.monotonic()
+        self._out.append(head)
         if body:
-            self._transport.writelines((head, body))
-        else:
-            self._transport.write(head)
+            self._out.append(body)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write every frame queued in this pass of the event loop with one call: on loopback each
+        socket write is a syscall that also runs the receiver's TCP processing, so this is the cost."""
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if out and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Send a request and wait for its response."""
@@ -260,6 +273,8 @@ class RemotingConnection(asyncio.Protocol):
         await self._can_write.wait()
 
     def close(self) -> None:
+        """Close after what is queued has been written."""
+        self._flush()
         if self._transport is not None:
             self._transport.close()
 
