@@ -51,3 +51,22 @@ interop/%/node_modules/.installed: interop/%/package-lock.json
 
 clean:
 	rm -rf $(VENV) $(ALIONS)/node_modules $(NSQJS)/node_modules var
+
+# tidemq against Redis Streams, RabbitMQ and NATS JetStream (benchmarks/peers; not part of `make test`):
+# the Debian servers when missing, their Python clients, then every workload (under 10 minutes).
+# bench-quick is the tidemq-only subset (about 30 s, no apt).
+.PHONY: bench-peers bench-quick
+BENCH_STAMP := $(VENV)/.bench-installed
+
+bench-peers: $(BENCH_STAMP)
+	@{ command -v redis-server && command -v nats-server && test -x /usr/lib/rabbitmq/bin/rabbitmq-server; } \
+		>/dev/null 2>&1 || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server rabbitmq-server nats-server; }
+	$(PY) benchmarks/peers/run.py
+
+bench-quick: $(STAMP)
+	$(PY) benchmarks/peers/run.py --quick
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[bench]'
+	touch $@
