@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import logging
 import math
@@ -29,6 +30,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
+
+
+def proc_stat(pid: int) -> list[str]:
+    """``/proc/PID/stat`` from field 3 (state) onward, so proc(5) field N is at index N - 3."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def log_tail(path: Path, chars: int) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+async def wait_until(predicate: Callable[[], object], timeout: float, poll: float = 0.02) -> bool:
+    """Poll ``predicate`` until it is truthy (True) or ``timeout`` seconds passed (False)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(poll)
+    return True
 
 
 class Server:
@@ -80,17 +104,12 @@ class Server:
         raise RuntimeError(f"{self.name} ({self.flush}) did not start: {self.log_tail()}")
 
     def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log_path, chars)
 
     def cpu_seconds(self) -> float:
         """utime + stime of the whole server process (all threads), in seconds."""
-        stat = Path(f"/proc/{self.pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()  # fields from 3 (state) onward
-        utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
-        return (utime + stime) / CLK_TCK
+        fields = proc_stat(self.pid)
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of proc(5)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -113,6 +132,22 @@ class Server:
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class Meter:
+    """CPU seconds of the server process and of this process, and wall seconds, since it was made."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.server0, self.client0, self.wall0 = server.cpu_seconds(), time.process_time(), time.monotonic()
+
+    def read(self) -> tuple[float, float, float]:
+        """(server CPU, this process's CPU, wall time)."""
+        return (
+            self.server.cpu_seconds() - self.server0,
+            time.process_time() - self.client0,
+            time.monotonic() - self.wall0,
+        )
 
 
 S = TypeVar("S", bound=Server)
@@ -181,6 +216,13 @@ def percentile_ms(sorted_ns: list[int], p: float) -> float | None:
     if not sorted_ns:
         return None
     return sorted_ns[max(0, math.ceil(p * len(sorted_ns)) - 1)] / 1e6
+
+
+def latency_ms(latencies_ns: list[int]) -> tuple[float | None, float | None, float | None]:
+    """(p50, p99, max) in milliseconds; all None without samples."""
+    ordered = sorted(latencies_ns)
+    top = ordered[-1] / 1e6 if ordered else None
+    return percentile_ms(ordered, 0.50), percentile_ms(ordered, 0.99), top
 
 
 def rate(row: ReportedRow) -> float:

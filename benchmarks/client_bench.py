@@ -48,15 +48,17 @@ from typing import Any
 
 from bench_common import (
     MIB,
+    Meter,
     Server,
     WarningCounter,
     arg_parser,
     describe,
+    latency_ms,
     machine,
     md_row,
-    percentile_ms,
     rate,
     report,
+    wait_until,
     with_server,
 )
 from broker_bench import QUEUES, Client
@@ -182,35 +184,35 @@ async def pump(
     return done
 
 
-async def produce_sync(producer: Producer, topic: str, body: bytes, count: int, seconds: float) -> Pumped:
-    done = Pumped()
-    cpu0, start = time.process_time(), time.monotonic()
-    for _ in range(count):
-        if time.monotonic() >= start + seconds:
-            done.capped = True
-            break
-        done.issued += 1
-        await producer.send(Message(topic, body))
-        done.acked += 1
-    done.seconds = time.monotonic() - start
-    done.cpu = time.process_time() - cpu0
-    return done
-
-
-async def produce_batches(producer: Producer, topic: str, body: bytes, count: int, seconds: float) -> Pumped:
+async def sequential(
+    count: int, seconds: float, batch: int, send: Callable[[int], Awaitable[object]]
+) -> Pumped:
+    """One request in flight: ``await send(n)`` (``n`` up to ``batch`` messages) until ``count`` messages
+    are acknowledged or ``seconds`` passed."""
     done = Pumped()
     cpu0, start = time.process_time(), time.monotonic()
     while done.acked < count:
         if time.monotonic() >= start + seconds:
             done.capped = True
             break
-        n = min(BATCH, count - done.acked)
+        n = min(batch, count - done.acked)
         done.issued += n
-        await producer.send_batch([Message(topic, body) for _ in range(n)])
+        await send(n)
         done.acked += n
     done.seconds = time.monotonic() - start
     done.cpu = time.process_time() - cpu0
     return done
+
+
+async def produce_sync(producer: Producer, topic: str, body: bytes, count: int, seconds: float) -> Pumped:
+    return await sequential(count, seconds, 1, lambda _: producer.send(Message(topic, body)))
+
+
+async def produce_batches(producer: Producer, topic: str, body: bytes, count: int, seconds: float) -> Pumped:
+    def send(n: int) -> Awaitable[SendResult]:
+        return producer.send_batch([Message(topic, body) for _ in range(n)])
+
+    return await sequential(count, seconds, BATCH, send)
 
 
 def worker_main(spec_json: str) -> int:
@@ -271,15 +273,6 @@ class Recorder:
         self.first_ns = self.first_ns or now
         self.last_ns = now
         return self.ok
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
 
 
 async def run_worker(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -349,7 +342,7 @@ async def end_to_end(
     )
     consumer.subscribe(topic, "*")
     consumer.register_listener(recorder.listener, orderly=orderly)
-    server_cpu0, consumer_cpu0, wall0 = server.cpu_seconds(), time.process_time(), time.monotonic()
+    meter = Meter(server)
     await consumer.start()
     try:
 
@@ -357,18 +350,16 @@ async def end_to_end(
             pqs = [pq for mq, pq in consumer.rebalancer.process_queues.items() if mq.topic == topic]
             return len(pqs) == QUEUES and all(pq.locked or not orderly for pq in pqs)
 
-        if not await wait_for(ready, READY_TIMEOUT):
+        if not await wait_until(ready, READY_TIMEOUT):
             owned = sorted(mq.queue_id for mq in consumer.rebalancer.process_queues if mq.topic == topic)
             raise RuntimeError(f"consumer owns queues {owned} of {topic} after {READY_TIMEOUT:.0f} s")
         if not backlog:
             spec = {"namesrv": namesrv, "topic": topic, "body": BODY, "count": count, "seconds": seconds}
-            server_cpu0, consumer_cpu0, wall0 = server.cpu_seconds(), time.process_time(), time.monotonic()
+            meter = Meter(server)
             sent = await run_worker({**spec, "rate": rate}, seconds + WORKER_SLACK)
         failed = set(sent["failed"])
-        drained = await wait_for(lambda: recorder.distinct >= sent["issued"] - len(failed), drain)
-        row.server_cpu = server.cpu_seconds() - server_cpu0
-        row.consumer_cpu = time.process_time() - consumer_cpu0
-        row.cpu_wall = time.monotonic() - wall0
+        drained = await wait_until(lambda: recorder.distinct >= sent["issued"] - len(failed), drain)
+        row.server_cpu, row.consumer_cpu, row.cpu_wall = meter.read()
     finally:
         shutdown_started = time.monotonic()
         try:
@@ -390,8 +381,7 @@ async def end_to_end(
         row.notes.append(f"backlog of {sent['acked']:,} sent first (batch{BATCH}); drain rate only")
     else:
         row.producer_cpu = sent["cpu"]
-        latencies = sorted(recorder.latencies_ns)
-        row.p50_ms, row.p99_ms = percentile_ms(latencies, 0.50), percentile_ms(latencies, 0.99)
+        row.p50_ms, row.p99_ms, _ = latency_ms(recorder.latencies_ns)
         row.notes.append(f"produced {sent['acked']:,} at {produced_rate:,.0f} msg/s")
     if sent["capped"]:
         row.notes.append("producer hit its time cap")

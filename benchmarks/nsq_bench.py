@@ -33,7 +33,7 @@ Producer and consumer run in this process, on one event loop.
    messages acknowledged to the producer but never handled (LOST) are reported.  After the consumer
    stops, the channel's ``/stats`` must show depth 0, nothing in flight, nothing requeued or timed out.
 
-Server CPU is utime + stime of the nsqd PID from /proc/<pid>/stat; client CPU is ``resource.getrusage``
+Server CPU is utime + stime of the nsqd PID from /proc/<pid>/stat; client CPU is ``time.process_time()``
 of this process (producer and consumer together in paced rows).  Both are CPU seconds over the row's
 wall time, with that as a percentage of one core.  Every workload stops at its message budget or its
 time cap, whichever comes first.

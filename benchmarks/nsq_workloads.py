@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
 import struct
 import time
 import urllib.request
@@ -14,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_common import HOST, Server, describe, free_port, percentile_ms
+from bench_common import HOST, Meter, Server, describe, free_port, latency_ms
 from tidemq.nsq.client import Consumer, Message, Producer
 
 CHANNEL = "bench"
@@ -104,26 +103,6 @@ class Nsqd(Server):
             if entry.get("topic_name") == topic:
                 return dict(entry)
         return {}
-
-
-class Meter:
-    """Server CPU (from /proc), this process's CPU (getrusage) and wall time over one measurement."""
-
-    def __init__(self, server: Nsqd) -> None:
-        self.server = server
-        self.server0 = server.cpu_seconds()
-        self.client0 = client_cpu()
-        self.wall0 = time.monotonic()
-
-    def into(self, row: Row) -> None:
-        row.server_cpu = self.server.cpu_seconds() - self.server0
-        row.client_cpu = client_cpu() - self.client0
-        row.cpu_wall = time.monotonic() - self.wall0
-
-
-def client_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # --- producing ---------------------------------------------------------------------------------------
@@ -294,17 +273,14 @@ async def producer_row(server: Nsqd, name: str, topic: str, body: bytes, fn: Pro
         except TimeoutError:
             row.error = f"HUNG: not finished {cap + SLACK:.0f} s after starting (cap {cap:g} s)"
             return row
-        meter.into(row)
+        row.server_cpu, row.client_cpu, row.cpu_wall = meter.read()
     except Exception as exc:
         row.error = describe(exc)
         return row
     finally:
         await producer.stop()
     row.messages, row.seconds = done.acked, done.seconds
-    if done.latencies_ns:
-        latencies = sorted(done.latencies_ns)
-        row.p50_ms, row.p99_ms = percentile_ms(latencies, 0.50), percentile_ms(latencies, 0.99)
-        row.max_ms = latencies[-1] / 1e6
+    row.p50_ms, row.p99_ms, row.max_ms = latency_ms(done.latencies_ns)
     if done.capped:
         row.notes.append("time cap")
     if done.failed:
@@ -343,7 +319,7 @@ async def drain_row(server: Nsqd, s: Settings, mif: int) -> Row:
             await asyncio.wait_for(recorder.all_in.wait(), s.limits.drain_seconds)
         except TimeoutError:
             row.notes.append(f"time cap ({s.limits.drain_seconds:g} s): {recorder.distinct:,} drained")
-        meter.into(row)
+        row.server_cpu, row.client_cpu, row.cpu_wall = meter.read()
     finally:
         await stop_consumer(consumer, row)
     row.messages = recorder.distinct
@@ -405,15 +381,13 @@ async def paced_row(server: Nsqd, s: Settings, mif: int) -> Row:
                 await asyncio.wait_for(recorder.all_in.wait(), s.limits.drain_seconds)
             except TimeoutError:
                 row.notes.append(f"not drained {s.limits.drain_seconds:g} s after the last publish")
-        meter.into(row)
+        row.server_cpu, row.client_cpu, row.cpu_wall = meter.read()
     finally:
         await stop_consumer(consumer, row)
         await producer.stop()
     row.messages = recorder.distinct
     row.seconds = max(1e-9, (recorder.last_ns - start_ns) / 1e9)
-    latencies = sorted(recorder.latencies_ns)
-    row.p50_ms, row.p99_ms = percentile_ms(latencies, 0.50), percentile_ms(latencies, 0.99)
-    row.max_ms = latencies[-1] / 1e6 if latencies else None
+    row.p50_ms, row.p99_ms, row.max_ms = latency_ms(recorder.latencies_ns)
     published = sent.acked / sent.seconds if sent.seconds > 0 else 0.0
     row.notes.insert(0, f"published {sent.acked:,} at {published:,.0f} msg/s")
     if published < 0.95 * s.rate:

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench_common import percentile_ms
+from bench_common import latency_ms
 
 BODY = 1024
 STAMP = struct.Struct("<QQ")
@@ -141,12 +141,11 @@ def _request_size(spec: Spec, start: float, seq: int) -> int:
 Send = Callable[[int, list[bytes]], Awaitable[None] | None]
 
 
-async def pump(spec: Spec, send: Send, flow: Flow | None = None) -> Flow:
+async def pump(spec: Spec, send: Send, flow: Flow) -> Flow:
     """Issue ``spec.count`` messages as requests of ``spec.batch`` with at most ``spec.window`` unanswered,
     paced at ``spec.rate`` if set (by an absolute schedule: message ``seq`` is due ``seq / rate`` seconds
     after the start, so a late send does not shift the rest); ``send(n, bodies)`` issues one request and
     arranges ``flow.settle`` (a blocking client answers before returning, so its window is one)."""
-    flow = flow or Flow(spec.window)
     flow.start()
     start = time.monotonic()
     seq = 0
@@ -240,7 +239,7 @@ class Tally:
 
     def result(self) -> dict[str, Any]:
         self.end_ns = self.end_ns or time.time_ns()
-        lat = sorted(self.latencies_ns)
+        p50, p99, top = latency_ms(self.latencies_ns)
         return {
             "distinct": self.distinct,
             "duplicates": self.duplicates,
@@ -250,7 +249,7 @@ class Tally:
             "last_ns": self.last_ns,
             "end_ns": self.end_ns,
             "capped": self.distinct < self.expected,
-            "p50_ms": percentile_ms(lat, 0.50),
-            "p99_ms": percentile_ms(lat, 0.99),
-            "max_ms": lat[-1] / 1e6 if lat else None,
+            "p50_ms": p50,
+            "p99_ms": p99,
+            "max_ms": top,
         }

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from clientlib import Flow, Spec, Tally, pump, ready
 from tidemq_peer import TidemqBroker
 
-from bench_common import Server
+from bench_common import Server, wait_until
 from nsq_workloads import Nsqd
 from tidemq.nsq.client import Consumer, Message, Producer
 
@@ -61,12 +61,9 @@ def _create_channels(spec: Spec) -> None:
         post("channel/create", topic=spec.name, channel=channel)
 
 
-async def _until(predicate: Any, what: str) -> None:
-    deadline = time.monotonic() + CONNECT_TIMEOUT
-    while not predicate():
-        if time.monotonic() >= deadline:
-            raise RuntimeError(f"{what} not connected after {CONNECT_TIMEOUT:.0f} s")
-        await asyncio.sleep(0.02)
+async def _until(predicate: Callable[[], object], what: str) -> None:
+    if not await wait_until(predicate, CONNECT_TIMEOUT):
+        raise RuntimeError(f"{what} not connected after {CONNECT_TIMEOUT:.0f} s")
 
 
 # --- tidemq's client ---------------------------------------------------------------------------------------

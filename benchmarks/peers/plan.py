@@ -62,9 +62,8 @@ def missing(systems: list[str]) -> list[str]:
     return lacking
 
 
-def brokers(systems: list[str], *, quick: bool = False) -> list[Broker]:
+def brokers(systems: list[str]) -> list[Broker]:
     """The brokers to run, peers first; raises ImportError when a client library is missing."""
-    del quick  # the same brokers; --quick changes counts and the default --systems
     out: list[Broker] = []
     for system in MODULES:
         if system not in systems:

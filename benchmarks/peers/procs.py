@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from bench_common import CLK_TCK, HOST, free_port
+from bench_common import CLK_TCK, HOST, free_port, log_tail, proc_stat
 
 RUN = Path(__file__).resolve().parent / "run.py"
 CHILD_SLACK = 30.0  # beyond a child's own caps before it counts as hung
@@ -27,18 +27,13 @@ CHILD_SLACK = 30.0  # beyond a child's own caps before it counts as hung
 # --- /proc -----------------------------------------------------------------------------------------------
 
 
-def _stat_fields(pid: int) -> list[str]:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2 :].split()  # fields from 3 (state) onward
-
-
 def tree(roots: list[int]) -> list[int]:
     """``roots`` and all their descendants alive now."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, ValueError, IndexError):
-                children.setdefault(int(_stat_fields(int(entry.name))[1]), []).append(int(entry.name))
+                children.setdefault(int(proc_stat(int(entry.name))[1]), []).append(int(entry.name))
     found: list[int] = []
     todo = [r for r in roots if Path(f"/proc/{r}").exists()]
     while todo:
@@ -53,7 +48,7 @@ def tree_cpu(roots: list[int]) -> float:
     total = 0
     for pid in tree(roots):
         with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = _stat_fields(pid)
+            fields = proc_stat(pid)
             total += sum(int(fields[i]) for i in (11, 12, 13, 14))  # proc(5) fields 14-17
     return total / CLK_TCK
 
@@ -124,11 +119,11 @@ class Broker:
         pass
 
     # lifecycle
-    def spawn(self, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
         with open(self.log_path, "ab") as log:
             return subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
-                env=env or self.env(), start_new_session=True,
+                env=self.env(), start_new_session=True,
             )  # fmt: skip
 
     def start(self) -> None:
@@ -171,10 +166,7 @@ class Broker:
         self.proc, self.helpers = None, []
 
     def log_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log_path, chars)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -38,7 +38,6 @@ def _versions() -> str:
 class RabbitBroker(Broker):
     system = "rabbitmq"
     durability = "sync"
-    start_timeout = 60.0
 
     def __init__(self) -> None:
         super().__init__("rabbitmq")

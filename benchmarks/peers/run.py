@@ -40,12 +40,12 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from clientlib import Spec, Tally, emit
+from clientlib import BODY, Spec, Tally, emit
 from plan import MODULES, Limits, Variant, brokers, missing, plan_for
 from procs import Broker, Child, reset_hwm, tree_cpu, tree_hwm_mib
 from report import WORKLOADS, Row, median_rows, ratio_table, results_table
 
-from bench_common import describe, machine
+from bench_common import arg_parser, describe, machine
 
 FULL = Limits(w1=200_000, w3=100_000, rate=5_000, w4_seconds=10.0, cap=60.0, drain=15.0)
 QUICK = Limits(w1=20_000, w3=10_000, rate=5_000, w4_seconds=3.0, cap=20.0, drain=10.0)
@@ -228,7 +228,7 @@ def bench(args: argparse.Namespace, limits: Limits) -> tuple[list[Row], list[str
     rows: list[Row] = []
     settings: list[str] = []
     rss_reset = True
-    todo = brokers(args.systems, quick=args.quick)
+    todo = brokers(args.systems)
     try:
         with tempfile.TemporaryDirectory(prefix="peers-clients-") as tmp:
             for broker in todo:
@@ -269,11 +269,8 @@ def client_main(spec_json: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__, "tidemq only (async and sync), small counts")
     parser.add_argument("--client", metavar="SPEC", help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true", help="tidemq only (async and sync), small counts")
     parser.add_argument("--systems", default=None, help=f"comma list of {','.join(MODULES)}")
     parser.add_argument("--workloads", default="w1,w2,w3,w4", help="comma list of w1,w2,w3,w4")
     parser.add_argument("--messages", type=int, default=None, help="W1/W2 messages (default 200000)")
@@ -305,7 +302,7 @@ def main() -> int:
     rows, settings, rss_reset = bench(args, limits)
     print(machine())
     print(
-        f"Bodies {1024} B; W1/W2 {limits.w1:,} messages, W3 {limits.w3:,}, W4 {limits.rate:,} msg/s for "
+        f"Bodies {BODY} B; W1/W2 {limits.w1:,} messages, W3 {limits.w3:,}, W4 {limits.rate:,} msg/s for "
         f"{limits.w4_seconds:g} s; time cap {limits.cap:g} s per loop (+{limits.drain:g} s drain); "
         f"{args.repeat} run(s) per row. Broker CPU: utime+stime of the broker's process tree (/proc) over "
         f"the workload; client CPU: rusage of the client processes; broker peak RSS: sum of VmHWM over the "

@@ -10,13 +10,12 @@ no-op coroutine listener, or ``LitePullConsumer`` ``poll()`` + ``commit()`` ever
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from clientlib import Flow, Spec, Tally, pump, ready
 from procs import Broker
 
-from bench_common import Server
+from bench_common import Server, wait_until
 from tidemq.client.admin import Admin
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, PushConsumer
 from tidemq.client.consumer.lite_pull import LitePullConsumer
@@ -105,13 +104,11 @@ def produce(spec: Spec) -> dict[str, Any]:
 
 
 async def _until_assigned(consumer: PushConsumer, topic: str) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while len([mq for mq in consumer.rebalancer.process_queues if mq.topic == topic]) < QUEUES:
-        if time.monotonic() >= deadline:
-            raise RuntimeError(
-                f"consumer does not own all {QUEUES} queues of {topic} after {READY_TIMEOUT} s"
-            )
-        await asyncio.sleep(0.02)
+    def assigned() -> bool:
+        return len([mq for mq in consumer.rebalancer.process_queues if mq.topic == topic]) >= QUEUES
+
+    if not await wait_until(assigned, READY_TIMEOUT):
+        raise RuntimeError(f"consumer does not own all {QUEUES} queues of {topic} after {READY_TIMEOUT} s")
 
 
 async def _consume(spec: Spec, tally: Tally) -> None:
