@@ -22,7 +22,7 @@ from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.topics import SCHEDULE_TOPIC, TopicManager
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.message import Prop, encode_properties, encode_record, pack_host, tag_hash
+from tidemq.remoting.message import MessageExt, Prop, encode_properties, encode_record, pack_host, tag_hash
 from tidemq.remoting.transport import (
     RemotingConnection,
     RemotingError,
@@ -31,7 +31,7 @@ from tidemq.remoting.transport import (
     connect,
 )
 from tidemq.store import MessageStore, StoreConfig
-from tidemq.store.message_store import AppendRequest
+from tidemq.store.message_store import AppendRequest, record_keys
 
 log = logging.getLogger(__name__)
 
@@ -146,11 +146,23 @@ class Broker:
             store_host=self.store_host,
             reconsume_times=reconsume_times,
         )
-        keys = properties.get(Prop.KEYS, "").split()
-        uniq = properties.get(Prop.UNIQ_KEY)
-        if uniq:
-            keys.append(uniq)
-        return AppendRequest(record, topic, queue_id, tags_code, keys)
+        return AppendRequest(record, topic, queue_id, tags_code, record_keys(properties))
+
+    def make_append_again(
+        self, msg: MessageExt, *, topic: str, queue_id: int, properties: dict[str, str], reconsume_times: int
+    ) -> AppendRequest:
+        """Store a stored message again under another topic and queue (retry, dead letter, delivery)."""
+        return self.make_append(
+            topic=topic,
+            queue_id=queue_id,
+            body=msg.body,
+            flag=msg.flag,
+            properties=properties,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host_raw,
+            reconsume_times=reconsume_times,
+        )
 
     # --- client housekeeping ------------------------------------------------------------------------
 
@@ -177,16 +189,16 @@ class Broker:
     def request_registration(self) -> None:
         self._register_now.set()
 
+    def topic_config_wrapper(self) -> dict[str, Any]:
+        """Java's TopicConfigSerializeWrapper: what name servers and GET_ALL_TOPIC_CONFIG are given."""
+        return {
+            "dataVersion": self.store.topics.data_version.to_json(),
+            "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topics.all().items()},
+        }
+
     def registration_body(self) -> bytes:
-        table = self.store.topics
         return orjson.dumps(
-            {
-                "filterServerList": [],
-                "topicConfigSerializeWrapper": {
-                    "dataVersion": table.data_version.to_json(),
-                    "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topics.all().items()},
-                },
-            }
+            {"filterServerList": [], "topicConfigSerializeWrapper": self.topic_config_wrapper()}
         )
 
     def _broker_header(self) -> dict[str, str]:

@@ -86,16 +86,11 @@ class ScheduleService:
             log.warning("schedule: message at %d has no REAL_TOPIC/REAL_QID, dropping it", phys)
             return True
         props.pop(Prop.DELAY, None)
-        props[Prop.WAIT] = "false"
-        request = self.broker.make_append(
+        request = self.broker.make_append_again(
+            msg,
             topic=real_topic,
             queue_id=int(real_qid),
-            body=msg.body,
-            flag=msg.flag,
             properties=props,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host_raw,
             reconsume_times=msg.reconsume_times,
         )
         try:

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tidemq.client.message_queue import MessageQueue
+from tidemq.remoting.route import MASTER_ID, BrokerData, QueueData
 
 PERM_READ = 4
 PERM_WRITE = 2
-MASTER_ID = 0
 
-
-@dataclass(slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-
-
-@dataclass(slots=True)
-class BrokerData:
-    broker_name: str
-    cluster: str
-    addrs: dict[int, str] = field(default_factory=dict)
+__all__ = ["MASTER_ID", "PERM_READ", "PERM_WRITE", "BrokerData", "QueueData", "TopicRoute"]
 
 
 @dataclass(slots=True)
@@ -35,20 +22,8 @@ class TopicRoute:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TopicRoute:
-        """Accepts Java's standard and fastjson forms (quoted or bare numeric ``brokerAddrs`` keys)."""
-        queues = [
-            QueueData(
-                str(q["brokerName"]),
-                int(q.get("readQueueNums", 0)),
-                int(q.get("writeQueueNums", 0)),
-                int(q.get("perm", 6)),
-            )
-            for q in data.get("queueDatas") or []
-        ]
-        brokers = {}
-        for b in data.get("brokerDatas") or []:
-            addrs = {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()}
-            brokers[str(b["brokerName"])] = BrokerData(str(b["brokerName"]), str(b.get("cluster", "")), addrs)
+        queues = [QueueData.from_json(q) for q in data.get("queueDatas") or []]
+        brokers = {b.broker_name: b for b in map(BrokerData.from_json, data.get("brokerDatas") or [])}
         return cls(queues, brokers, data.get("orderTopicConf"))
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:

@@ -4,45 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from tidemq.remoting.route import MASTER_ID, BrokerData, QueueData
+
 log = logging.getLogger(__name__)
-
-MASTER_ID = 0
-
-
-@dataclass(slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerName": self.broker_name,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-
-@dataclass(slots=True)
-class BrokerData:
-    cluster: str
-    broker_name: str
-    addrs: dict[int, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        # Quoted numeric keys: every client (Java, Go, ali-ons) accepts them (spec 2.9).
-        return {
-            "brokerAddrs": {str(k): v for k, v in sorted(self.addrs.items())},
-            "brokerName": self.broker_name,
-            "cluster": self.cluster,
-        }
 
 
 @dataclass(slots=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import struct
 import time
@@ -12,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from tidemq.aio import cancel_and_wait
 from tidemq.namesrv.route_info import RouteInfo, TopicDefinition
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
@@ -102,9 +102,7 @@ class NameServer:
 
     async def close(self) -> None:
         if self._expiry is not None:
-            self._expiry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._expiry
+            await cancel_and_wait([self._expiry])
         await self.server.close()
 
     # --- processors ---------------------------------------------------------------------------------

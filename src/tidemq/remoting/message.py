@@ -11,7 +11,7 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 MAGIC_MESSAGE = 0xDAA320A7
@@ -143,6 +143,12 @@ def unpack_host(data: bytes | memoryview) -> str:
 def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
     """Offset message id (spec 3.7): store host ip + port + commit-log offset as upper-case hex."""
     return f"{store_host.hex().upper()}{commit_log_offset & 0xFFFFFFFFFFFFFFFF:016X}"
+
+
+def offset_msg_ids(store_host: bytes, commit_log_offsets: Iterable[int]) -> str:
+    """Comma-joined offset ids of records one host stored (a send response's msgId for a batch)."""
+    host = store_host.hex().upper()
+    return ",".join([f"{host}{offset & 0xFFFFFFFFFFFFFFFF:016X}" for offset in commit_log_offsets])
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:

@@ -7,7 +7,6 @@ requests to a handler, because brokers call clients back on the connection the c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import itertools
 import logging
@@ -15,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tidemq.aio import cancel_and_wait
 from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, FrameError, HeaderError, encode_parts
@@ -77,7 +77,8 @@ class RemotingConnection(asyncio.Protocol):
         on_close: Callable[[RemotingConnection], None] | None = None,
         max_frame: int = MAX_FRAME_LENGTH,
     ) -> None:
-        self._handler = handler
+        # Without a handler every request is answered "not supported", as by an empty dispatcher.
+        self._handler = handler if handler is not None else RequestDispatcher()
         self._on_close = on_close
         self._decoder = FrameDecoder(max_frame)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -164,14 +165,6 @@ class RemotingConnection(asyncio.Protocol):
             self.send(RemotingCommand(ResponseCode.SYSTEM_ERROR, opaque=exc.opaque, flag=1, remark=str(exc)))
 
     def _dispatch(self, request: RemotingCommand) -> None:
-        if self._handler is None:
-            if not request.is_oneway:
-                self.send(
-                    request.error(
-                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
-                    )
-                )
-            return
         try:
             result = self._handler(self, request)
         except Exception as exc:
@@ -354,9 +347,7 @@ class RemotingServer:
 
     async def close(self) -> None:
         if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+            await cancel_and_wait([self._sweeper])
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -18,6 +18,8 @@ from tidemq.remoting.message import (
     MAGIC_BLANK,
     MAGIC_MESSAGE,
     POS_PHYSICAL_OFFSET,
+    POS_SYSFLAG,
+    SysFlag,
     body_crc,
     store_timestamp_pos,
 )
@@ -112,7 +114,7 @@ class CommitLog:
         if seg is None or offset + HEAD_SIZE_V4 > seg.end:
             return -1
         pos = offset - seg.base
-        (sys_flag,) = _I32.unpack_from(seg.view, pos + 36)
+        (sys_flag,) = _I32.unpack_from(seg.view, pos + POS_SYSFLAG)
         (ts,) = _I64.unpack_from(seg.view, pos + store_timestamp_pos(sys_flag))
         return int(ts)
 
@@ -166,8 +168,8 @@ class CommitLog:
         (phys,) = _I64.unpack_from(view, pos + POS_PHYSICAL_OFFSET)
         if phys != offset:
             return False
-        (sys_flag,) = _I32.unpack_from(view, pos + 36)
-        body_len_pos = store_timestamp_pos(sys_flag) + 8 + (20 if sys_flag & 0x20 else 8) + 12
+        (sys_flag,) = _I32.unpack_from(view, pos + POS_SYSFLAG)
+        body_len_pos = store_timestamp_pos(sys_flag) + 8 + (20 if sys_flag & SysFlag.STOREHOST_V6 else 8) + 12
         if body_len_pos + 4 > size:
             return False
         (body_len,) = _I32.unpack_from(view, pos + body_len_pos)

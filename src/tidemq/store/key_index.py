@@ -19,7 +19,7 @@ from crc32c import crc32c
 
 _ENTRY = struct.Struct(">qq")
 _HASH = struct.Struct(">q")
-_CHUNK_ENTRIES = 1 << 16
+_CHUNK_BYTES = 1 << 20
 
 
 def key_hash(topic: str, key: str) -> int:
@@ -68,34 +68,51 @@ class KeyIndex:
     def lookup(self, topic: str, key: str) -> list[int]:
         target = _HASH.pack(key_hash(topic, key))
         found = []
-        for data in self._contents():
-            i = data.find(target)
-            while i >= 0:
-                if i % _ENTRY.size == 0:
-                    found.append(_ENTRY.unpack_from(data, i)[1])
-                i = data.find(target, i + 1)
-        return found
-
-    def _contents(self) -> list[bytes | mmap.mmap]:
         size = os.fstat(self._fd).st_size
-        parts: list[bytes | mmap.mmap] = [mmap.mmap(self._fd, size, access=mmap.ACCESS_READ)] if size else []
-        return [*parts, bytes(self._pending)]
+        if size:
+            with mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) as data:
+                found = _find(data, target)
+        return found + _find(self._pending, target)
+
+    def write_pending(self) -> bool:
+        """Write what was added since the last call to the file (not fsynced); False if nothing was."""
+        if not self._pending:
+            return False
+        data, self._pending = self._pending, bytearray()
+        os.write(self._fd, data)
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
 
     def flush(self) -> None:
-        if self._pending:
-            data, self._pending = bytes(self._pending), bytearray()
-            os.write(self._fd, data)
+        self.write_pending()
         os.fsync(self._fd)
 
     def forget_below(self, log_min: int) -> None:
-        """Drop entries whose records retention has deleted: the file is rewritten without them."""
+        """Drop entries whose records retention has deleted. Entries are appended in log order, so
+        those are a prefix of the file: the rest is copied, as is, to a file that replaces it."""
         self.flush()
-        tmp = self.path.with_suffix(".tmp")
         size = os.fstat(self._fd).st_size
+        lo, hi = 0, size // _ENTRY.size
+        while lo < hi:
+            mid = (lo + hi) // 2
+            _, offset = _ENTRY.unpack(os.pread(self._fd, _ENTRY.size, mid * _ENTRY.size))
+            if offset < log_min:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            return
+        tmp = self.path.with_suffix(".tmp")
         with open(tmp, "wb") as out:
-            for start in range(0, size, _CHUNK_ENTRIES * _ENTRY.size):
-                chunk = os.pread(self._fd, _CHUNK_ENTRIES * _ENTRY.size, start)
-                out.write(b"".join(_ENTRY.pack(h, o) for h, o in _ENTRY.iter_unpack(chunk) if o >= log_min))
+            pos = lo * _ENTRY.size
+            while pos < size:
+                chunk = os.pread(self._fd, min(_CHUNK_BYTES, size - pos), pos)
+                if not chunk:
+                    break
+                out.write(chunk)
+                pos += len(chunk)
             out.flush()
             os.fsync(out.fileno())
         os.close(self._fd)
@@ -105,3 +122,14 @@ class KeyIndex:
     def close(self) -> None:
         self.flush()
         os.close(self._fd)
+
+
+def _find(data: bytes | bytearray | mmap.mmap, target: bytes) -> list[int]:
+    """Offsets of the entries in ``data`` whose hash is ``target`` (matches off the entry grid skipped)."""
+    found = []
+    i = data.find(target)
+    while i >= 0:
+        if i % _ENTRY.size == 0:
+            found.append(_ENTRY.unpack_from(data, i)[1])
+        i = data.find(target, i + 1)
+    return found

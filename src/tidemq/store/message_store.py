@@ -1,7 +1,7 @@
 """MessageStore: the one object front-ends talk to. Appends, reads, flushing, recovery, retention.
 
-All methods run on the event loop thread; only fsync calls go to worker threads, so concurrent
-senders in sync mode share one fsync (group commit).
+All methods run on the event loop thread; only fsync calls (and the checkpoint written after them) go
+to worker threads, so concurrent senders in sync mode share one fsync (group commit).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.key_index import KeyIndex
+from tidemq.store.mapped_file import MappedFile
 from tidemq.store.metadata import (
     OffsetTable,
     SubscriptionGroupTable,
@@ -96,6 +97,15 @@ class GetResult:
     @property
     def body_size(self) -> int:
         return sum(len(m) for m in self.messages)
+
+
+def record_keys(props: dict[str, str]) -> list[str]:
+    """The keys a record is indexed under: its KEYS (space-separated), then its UNIQ_KEY."""
+    keys = props.get(Prop.KEYS, "").split()
+    uniq = props.get(Prop.UNIQ_KEY)
+    if uniq:
+        keys.append(uniq)
+    return keys
 
 
 def default_tags_code(topic: str, queue_id: int, props: dict[str, str], store_ts: int) -> int:
@@ -168,7 +178,7 @@ class MessageStore:
             cq.max_offset = msg.queue_offset  # a gap cannot arise from a single ordered log
             cq.append(rec.offset, rec.size, tags)
             if self.index is not None:
-                self.index.add(msg.topic, self._keys_of(msg.properties), rec.offset)
+                self.index.add(msg.topic, record_keys(msg.properties), rec.offset)
             redispatched += 1
         log_end = self.commitlog.max_offset
         self.commitlog.flushed = log_end
@@ -183,14 +193,6 @@ class MessageStore:
             len(self._queues),
             redispatched,
         )
-
-    @staticmethod
-    def _keys_of(props: dict[str, str]) -> list[str]:
-        keys = props.get(Prop.KEYS, "").split()
-        uniq = props.get(Prop.UNIQ_KEY)
-        if uniq:
-            keys.append(uniq)
-        return keys
 
     async def start(self) -> None:
         self._tasks = [
@@ -228,15 +230,23 @@ class MessageStore:
 
     # --- writing ------------------------------------------------------------------------------------
 
-    def put(self, requests: Sequence[AppendRequest]) -> PutResult:
-        """Append records back to back in one write; all or none are stored."""
+    def _reserve(self, size: int) -> MappedFile:
         if self._closed:
             raise StoreError("store is shut down")
-        total = sum(len(r.record) for r in requests)
         try:
-            seg = self.commitlog.reserve(total)
+            return self.commitlog.reserve(size)
         except OSError as exc:
             raise self._write_failure(exc) from None
+
+    def _write(self, seg: MappedFile, data: bytes | bytearray) -> None:
+        try:
+            seg.append(data)
+        except OSError as exc:
+            raise self._write_failure(exc) from None
+
+    def put(self, requests: Sequence[AppendRequest]) -> PutResult:
+        """Append records back to back in one write; all or none are stored."""
+        seg = self._reserve(sum(len(r.record) for r in requests))
         phys = seg.end
         next_queue_offset: dict[tuple[str, int], int] = {}
         queues = [self._queue(req.topic, req.queue_id) for req in requests]
@@ -250,11 +260,7 @@ class MessageStore:
             phys_offsets.append(phys)
             queue_offsets.append(qoff)
             phys += len(req.record)
-        data = requests[0].record if len(requests) == 1 else b"".join(r.record for r in requests)
-        try:
-            seg.append(data)
-        except OSError as exc:
-            raise self._write_failure(exc) from None
+        self._write(seg, requests[0].record if len(requests) == 1 else b"".join(r.record for r in requests))
         for req, cq, phys_offset in zip(requests, queues, phys_offsets, strict=True):
             cq.append(phys_offset, len(req.record), req.tags_code)
             if self.index is not None and req.keys:
@@ -265,13 +271,8 @@ class MessageStore:
 
     def put_batch(self, topic: str, queue_id: int, batch: StoredBatch) -> PutResult:
         """Append a batch's records, stored back to back for one queue, in one write; all or none."""
-        if self._closed:
-            raise StoreError("store is shut down")
         data, sizes = batch.data, batch.sizes
-        try:
-            seg = self.commitlog.reserve(len(data))
-        except OSError as exc:
-            raise self._write_failure(exc) from None
+        seg = self._reserve(len(data))
         cq = self._queue(topic, queue_id)
         first_queue_offset = cq.max_offset
         base = seg.end
@@ -282,10 +283,7 @@ class MessageStore:
             pack_offsets(data, pos + POS_QUEUE_OFFSET, qoff, base + pos)
             phys_offsets.append(base + pos)
             pos += size
-        try:
-            seg.append(data)
-        except OSError as exc:
-            raise self._write_failure(exc) from None
+        self._write(seg, data)
         cq.append_many(phys_offsets, sizes, batch.tags_codes)
         if self.index is not None:
             self.index.add_many(topic, batch.keys, phys_offsets)
@@ -374,11 +372,10 @@ class MessageStore:
             files = [mf for cq in self._queues.values() for mf in cq.dirty_files()]
             for mf in files:
                 mf.dirty = False
-            if files:
-                await asyncio.to_thread(_fsync_all, [mf.fileno() for mf in files])
-            if self.index is not None:
-                self.index.flush()
-            write_json_atomic(self._checkpoint_path, {"dispatched": dispatched})
+            fds = [mf.fileno() for mf in files]
+            if self.index is not None and self.index.write_pending():
+                fds.append(self.index.fileno())
+            await asyncio.to_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
 
     # --- reading ------------------------------------------------------------------------------------
 
@@ -445,7 +442,7 @@ class MessageStore:
             if data is None:
                 continue
             msg = decode_record(data, decompress=False)
-            if msg.topic != topic or key not in self._keys_of(msg.properties):
+            if msg.topic != topic or key not in record_keys(msg.properties):
                 continue
             if begin_ms <= msg.store_timestamp <= end_ms or (begin_ms == 0 and end_ms == 0):
                 found.append(data)
@@ -491,14 +488,14 @@ class MessageStore:
     async def apply_retention(self) -> int:
         usage = shutil.disk_usage(self.config.data_dir)
         force = 1 if usage.used / usage.total > self.config.disk_max_used_ratio else 0
-        async with self._fs_lock:
+        async with self._fs_lock:  # files are closed here: not while a flush fsyncs them in a thread
             deleted = self.commitlog.delete_expired(self.config.file_reserved_hours * 3600, force)
-        if deleted:
-            log_min = self.commitlog.min_offset
-            for cq in self._queues.values():
-                cq.correct_min_offset(log_min)
-            if self.index is not None:
-                self.index.forget_below(log_min)
+            if deleted:
+                log_min = self.commitlog.min_offset
+                for cq in self._queues.values():
+                    cq.correct_min_offset(log_min)
+                if self.index is not None:
+                    self.index.forget_below(log_min)
         return deleted
 
     async def close(self) -> None:
@@ -522,3 +519,8 @@ class MessageStore:
 def _fsync_all(fds: list[int]) -> None:
     for fd in fds:
         os.fsync(fd)
+
+
+def _fsync_then_checkpoint(fds: list[int], checkpoint: Path, dispatched: int) -> None:
+    _fsync_all(fds)
+    write_json_atomic(checkpoint, {"dispatched": dispatched})

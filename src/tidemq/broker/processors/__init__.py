@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from tidemq.remoting.transport import RequestDispatcher
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.transport import ProcessorResult, RemotingConnection, RequestDispatcher
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
+
+BrokerProcessor = Callable[["Broker", RemotingConnection, RemotingCommand], ProcessorResult]
 
 
 def register_all(dispatcher: RequestDispatcher, broker: Broker) -> None:
@@ -15,3 +20,16 @@ def register_all(dispatcher: RequestDispatcher, broker: Broker) -> None:
 
     for module in (send, pull, consumer, admin):
         module.register(dispatcher, broker)
+
+
+def register_table(
+    dispatcher: RequestDispatcher, broker: Broker, table: Mapping[int, BrokerProcessor]
+) -> None:
+    for code, processor in table.items():
+        dispatcher.register(code, functools.partial(processor, broker))
+
+
+async def after_registration(broker: Broker, response: RemotingCommand) -> RemotingCommand:
+    """Answer once the name servers know of a topic just created: the client looks its route up next."""
+    await broker.register_all()
+    return response

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.topics import RETRY_PREFIX, is_system_topic, name_problem
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import LanguageCode, RequestCode, ResponseCode
@@ -33,25 +33,27 @@ MAX_UNIQ_QUERY = 32
 
 
 def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    table = {
-        RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
-        RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
-        RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config,
-        RequestCode.GET_TOPIC_STATS_INFO: topic_stats,
-        RequestCode.GET_CONSUME_STATS: consume_stats,
-        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
-        RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create_group,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
-        RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
-        RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
-        RequestCode.VIEW_MESSAGE_BY_ID: view_message,
-        RequestCode.QUERY_MESSAGE: query_message,
-        RequestCode.GET_CONSUMER_RUNNING_INFO: forward_to_consumer,
-        RequestCode.CONSUME_MESSAGE_DIRECTLY: forward_to_consumer,
-    }
-    for code, processor in table.items():
-        dispatcher.register(code, functools.partial(processor, broker))
+    register_table(
+        dispatcher,
+        broker,
+        {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: topic_stats,
+            RequestCode.GET_CONSUME_STATS: consume_stats,
+            RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
+            RequestCode.VIEW_MESSAGE_BY_ID: view_message,
+            RequestCode.QUERY_MESSAGE: query_message,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: forward_to_consumer,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: forward_to_consumer,
+        },
+    )
 
 
 def _mq_key(broker: Broker, topic: str, queue_id: int) -> jsonx.ObjectKey:
@@ -80,12 +82,7 @@ def create_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
             h.order,
         )
     )
-    return _after_registration(broker, req.response())
-
-
-async def _after_registration(broker: Broker, response: RemotingCommand) -> RemotingCommand:
-    await broker.register_all()
-    return response
+    return after_registration(broker, req.response())
 
 
 def delete_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
@@ -98,15 +95,7 @@ def delete_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
 
 
 def all_topic_config(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
-    table = broker.store.topics
-    return req.response(
-        body=orjson.dumps(
-            {
-                "dataVersion": table.data_version.to_json(),
-                "topicConfigTable": {name: cfg.to_json() for name, cfg in broker.topics.all().items()},
-            }
-        )
-    )
+    return req.response(body=orjson.dumps(broker.topic_config_wrapper()))
 
 
 def topic_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:

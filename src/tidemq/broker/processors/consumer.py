@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tidemq.broker.clients import ClientChannel, SubscriptionData
+from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.processors.send import subscription_group
 from tidemq.broker.topics import RETRY_PREFIX, name_problem
 from tidemq.remoting import jsonx
@@ -32,22 +32,24 @@ Result = RemotingCommand | Awaitable[RemotingCommand]
 
 
 def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    table = {
-        RequestCode.HEART_BEAT: heart_beat,
-        RequestCode.UNREGISTER_CLIENT: unregister_client,
-        RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
-        RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
-        RequestCode.UPDATE_CONSUMER_OFFSET: update_offset,
-        RequestCode.GET_MAX_OFFSET: max_offset,
-        RequestCode.GET_MIN_OFFSET: min_offset,
-        RequestCode.GET_EARLIEST_MSG_STORETIME: earliest_store_time,
-        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset,
-        RequestCode.LOCK_BATCH_MQ: lock_batch,
-        RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
-        RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
-    }
-    for code, processor in table.items():
-        dispatcher.register(code, functools.partial(processor, broker))
+    register_table(
+        dispatcher,
+        broker,
+        {
+            RequestCode.HEART_BEAT: heart_beat,
+            RequestCode.UNREGISTER_CLIENT: unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: update_offset,
+            RequestCode.GET_MAX_OFFSET: max_offset,
+            RequestCode.GET_MIN_OFFSET: min_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: earliest_store_time,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset,
+            RequestCode.LOCK_BATCH_MQ: lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
+            RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
+        },
+    )
 
 
 def _json_body(req: RemotingCommand) -> Any:
@@ -94,12 +96,7 @@ def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -
     response = req.response()
     if broker.store.topics.data_version.counter != topics_before:
         # A retry topic was just created: consumers look its route up right after this answer.
-        return _after_registration(broker, response)
-    return response
-
-
-async def _after_registration(broker: Broker, response: RemotingCommand) -> RemotingCommand:
-    await broker.register_all()
+        return after_registration(broker, response)
     return response
 
 

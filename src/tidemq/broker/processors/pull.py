@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tidemq.broker.clients import SubscriptionData
+from tidemq.broker.processors import register_table
 from tidemq.broker.processors.send import subscription_group
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -34,7 +34,7 @@ _CODES = {
 
 
 def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    dispatcher.register(RequestCode.PULL_MESSAGE, functools.partial(pull_message, broker))
+    register_table(dispatcher, broker, {RequestCode.PULL_MESSAGE: pull_message})
 
 
 def tag_matcher(sub: SubscriptionData) -> Callable[[int], bool] | None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from tidemq.broker.processors import register_table
 from tidemq.broker.topics import DLQ_PREFIX, NOT_SENDABLE, RETRY_PREFIX, name_problem
 from tidemq.remoting.batch import build_stored_batch
 from tidemq.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
@@ -20,6 +20,7 @@ from tidemq.remoting.message import (
     decode_properties,
     decode_record,
     encode_properties,
+    offset_msg_ids,
     pack_host,
 )
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
@@ -32,9 +33,16 @@ if TYPE_CHECKING:
 
 
 def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        dispatcher.register(code, functools.partial(send_message, broker))
-    dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, functools.partial(consumer_send_back, broker))
+    register_table(
+        dispatcher,
+        broker,
+        {
+            RequestCode.SEND_MESSAGE: send_message,
+            RequestCode.SEND_MESSAGE_V2: send_message,
+            RequestCode.SEND_BATCH_MESSAGE: send_message,
+            RequestCode.CONSUMER_SEND_MSG_BACK: consumer_send_back,
+        },
+    )
 
 
 def subscription_group(broker: Broker, group: str) -> SubscriptionGroupConfig | None:
@@ -48,14 +56,14 @@ def subscription_group(broker: Broker, group: str) -> SubscriptionGroupConfig | 
 
 def _born_host(conn: RemotingConnection) -> bytes:
     """The sender's address in stored layout, worked out once per connection."""
-    packed = conn.attrs.get("born_host")
+    packed: bytes | None = conn.attrs.get("born_host")
     if packed is None:
         try:
             packed = pack_host(conn.peer[0], conn.peer[1])[0]
         except ValueError:
             packed = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
         conn.attrs["born_host"] = packed
-    return bytes(packed)
+    return packed
 
 
 def _resolve_topic(
@@ -216,11 +224,9 @@ async def _after_flush(broker: Broker, response: RemotingCommand, end_offset: in
 
 
 def _send_response(broker: Broker, req: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
-    host = broker.store_host.hex().upper()
-    msg_ids = ",".join([f"{host}{off:016X}" for off in result.commit_log_offsets])
     return req.response(
         ext_fields={
-            "msgId": msg_ids,
+            "msgId": offset_msg_ids(broker.store_host, result.commit_log_offsets),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offsets[0]),
             "MSG_REGION": broker.config.region,
@@ -267,16 +273,7 @@ def consumer_send_back(
         level = h.delay_level or 3 + msg.reconsume_times
         props[Prop.DELAY] = str(level)
     props.setdefault(Prop.ORIGIN_MESSAGE_ID, h.origin_msg_id or msg.offset_msg_id)
-    props[Prop.WAIT] = "false"
-    request = broker.make_append(
-        topic=topic,
-        queue_id=queue_id,
-        body=msg.body,
-        flag=msg.flag,
-        properties=props,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host_raw,
-        reconsume_times=msg.reconsume_times + 1,
+    request = broker.make_append_again(
+        msg, topic=topic, queue_id=queue_id, properties=props, reconsume_times=msg.reconsume_times + 1
     )
     return _store(broker, req, lambda: broker.store.put([request]), lambda _: req.response())
