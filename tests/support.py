@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from tidemq.client import api
+from tidemq.client.consumer.types import Subscription
 from tidemq.remoting import jsonx
 from tidemq.remoting.batch import BatchItem, encode_batch
 from tidemq.remoting.codes import RequestCode, ResponseCode
@@ -227,8 +228,7 @@ class RawClient:
             BatchItem(0, b, encode_properties({"UNIQ_KEY": f"U{i:031d}", "KEYS": f"bk{i}"}))
             for i, b in enumerate(bodies)
         ]
-        resp = await self.call(RequestCode.SEND_BATCH_MESSAGE, header.to_compact_ext(), encode_batch(items))
-        return self._sent(resp)
+        return self._sent(await self.conn.invoke(api.send_request(header, encode_batch(items)), 5.0))
 
     @staticmethod
     def _sent(resp: RemotingCommand) -> Sent:
@@ -271,22 +271,7 @@ class RawClient:
     async def heartbeat(
         self, group: str, topics: dict[str, str], model: str = "CLUSTERING"
     ) -> RemotingCommand:
-        from tidemq.remoting.message import tag_hash
-
-        subs = []
-        for topic, expr in topics.items():
-            tags = [] if expr == "*" else [t.strip() for t in expr.split("||")]
-            subs.append(
-                {
-                    "topic": topic,
-                    "subString": expr,
-                    "tagsSet": tags,
-                    "codeSet": [tag_hash(t) for t in tags],
-                    "subVersion": int(time.time() * 1000),
-                    "classFilterMode": False,
-                    "expressionType": "TAG",
-                }
-            )
+        subs = [Subscription.parse(topic, expr).to_json(topic) for topic, expr in topics.items()]
         body = {
             "clientID": self.client_id,
             "producerDataSet": [],
@@ -308,19 +293,7 @@ class RawClient:
         return jsonx.loads(resp.body) if resp.code == ResponseCode.SUCCESS else None
 
     async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
-        return await self.call(
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": topic,
-                "defaultTopic": "TBW102",
-                "readQueueNums": str(queues),
-                "writeQueueNums": str(queues),
-                "perm": str(perm),
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": "0",
-                "order": "false",
-            },
-        )
+        return await self.conn.invoke(api.create_topic_request(topic, queues, perm), 5.0)
 
 
 def run(coro: Any) -> Any:

@@ -12,11 +12,10 @@ from typing import Any
 import orjson
 
 from tidemq.remoting import jsonx
-from tidemq.remoting.batch import BatchItem, encode_batch
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from tidemq.remoting.message import MessageExt, encode_properties, iter_records
+from tidemq.remoting.message import MessageExt, iter_records
 from tidemq.remoting.transport import RemotingConnection
 
 PULL_FLAG_COMMIT_OFFSET = 0x1
@@ -52,14 +51,6 @@ async def _request(conn: RemotingConnection, request: RemotingCommand, oneway: b
         conn.invoke_oneway(request)
     else:
         _check(await conn.invoke(request, timeout))
-
-
-@dataclass(slots=True)
-class SendResult:
-    offset_msg_id: str
-    queue_id: int
-    queue_offset: int
-    code: int = ResponseCode.SUCCESS
 
 
 @dataclass(slots=True)
@@ -134,56 +125,24 @@ def pull_header(
     )
 
 
-async def send_message(
-    conn: RemotingConnection,
-    topic: str,
-    body: bytes,
-    *,
-    queue_id: int = -1,
-    properties: dict[str, str] | None = None,
-    producer_group: str = "DEFAULT_PRODUCER",
-    sys_flag: int = 0,
-    timeout: float = 3.0,
-) -> SendResult:
-    header = send_header(
-        topic,
-        queue_id=queue_id,
-        properties=encode_properties(properties or {}),
-        producer_group=producer_group,
-        sys_flag=sys_flag,
-    )
-    request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_compact_ext(), body=body)
-    return _send_result(await conn.invoke(request, timeout))
+def send_request(header: SendMessageRequestHeader, body: bytes) -> RemotingCommand:
+    """SEND_MESSAGE_V2, or SEND_BATCH_MESSAGE for a batch header, with V2's compact header."""
+    code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
+    return RemotingCommand(code, ext_fields=header.to_compact_ext(), body=body)
 
 
-async def send_batch(
-    conn: RemotingConnection,
-    topic: str,
-    items: list[BatchItem],
-    *,
-    queue_id: int = -1,
-    producer_group: str = "DEFAULT_PRODUCER",
-    timeout: float = 3.0,
-) -> SendResult:
-    header = send_header(
-        topic, queue_id=queue_id, properties="WAIT\x01true", producer_group=producer_group, batch=True
-    )
-    request = RemotingCommand(
-        RequestCode.SEND_BATCH_MESSAGE, ext_fields=header.to_compact_ext(), body=encode_batch(items)
-    )
-    return _send_result(await conn.invoke(request, timeout))
-
-
-def _send_result(resp: RemotingCommand) -> SendResult:
-    _check(
+async def pull_answer(
+    conn: RemotingConnection, header: PullMessageRequestHeader, timeout: float
+) -> RemotingCommand:
+    """PULL_MESSAGE's checked answer, body undecoded: on SUCCESS it holds the stored records."""
+    resp = await conn.invoke(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext()), timeout)
+    return _check(
         resp,
         ResponseCode.SUCCESS,
-        ResponseCode.FLUSH_DISK_TIMEOUT,
-        ResponseCode.FLUSH_SLAVE_TIMEOUT,
-        ResponseCode.SLAVE_NOT_AVAILABLE,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
     )
-    ext = resp.ext_fields
-    return SendResult(ext["msgId"], int(ext["queueId"]), int(ext["queueOffset"]), resp.code)
 
 
 async def pull_message(
@@ -209,14 +168,7 @@ async def pull_message(
         suspend_ms=suspend_ms,
         commit_offset=commit_offset,
     )
-    resp = await conn.invoke(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext()), timeout)
-    _check(
-        resp,
-        ResponseCode.SUCCESS,
-        ResponseCode.PULL_NOT_FOUND,
-        ResponseCode.PULL_RETRY_IMMEDIATELY,
-        ResponseCode.PULL_OFFSET_MOVED,
-    )
+    resp = await pull_answer(conn, header, timeout)
     ext = resp.ext_fields
     messages = list(iter_records(resp.body)) if resp.code == ResponseCode.SUCCESS else []
     return PullResult(
@@ -229,9 +181,8 @@ async def pull_message(
     )
 
 
-async def create_topic(
-    conn: RemotingConnection, topic: str, queues: int = 4, perm: int = 6, timeout: float = 6.0
-) -> None:
+def create_topic_request(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues."""
     ext = {
         "topic": topic,
         "defaultTopic": "TBW102",
@@ -242,7 +193,13 @@ async def create_topic(
         "topicSysFlag": "0",
         "order": "false",
     }
-    _check(await conn.invoke(RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext), timeout))
+    return RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
+
+
+async def create_topic(
+    conn: RemotingConnection, topic: str, queues: int = 4, perm: int = 6, timeout: float = 6.0
+) -> None:
+    _check(await conn.invoke(create_topic_request(topic, queues, perm), timeout))
 
 
 async def get_route(conn: RemotingConnection, topic: str, timeout: float = 3.0) -> dict[str, Any] | None:
@@ -292,10 +249,9 @@ async def _queue_offset(
     queue_id: int,
     timeout: float,
     extra: dict[str, str] | None = None,
-    field: str = "offset",
 ) -> int:
     ext = {"topic": topic, "queueId": str(queue_id), **(extra or {})}
-    return int(_check(await conn.invoke(RemotingCommand(code, ext_fields=ext), timeout)).ext_fields[field])
+    return int(_check(await conn.invoke(RemotingCommand(code, ext_fields=ext), timeout)).ext_fields["offset"])
 
 
 async def get_max_offset(conn: RemotingConnection, topic: str, queue_id: int, timeout: float = 3.0) -> int:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from tidemq.aio import LoopThread as _LoopThread
 from tidemq.client.consumer.lite_pull import LitePullConsumer
@@ -21,107 +21,97 @@ from tidemq.client.producer import Producer
 from tidemq.remoting.message import MessageExt
 
 
-class BlockingProducer:
+class _Lifecycle(Protocol):
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Lifecycle)
+
+
+class _Facade(Generic[C]):
+    """An asyncio client built on the loop thread, with blocking ``start``/``shutdown`` and ``with``."""
+
+    def __init__(self, factory: Callable[[], C]) -> None:
+        self._client: C = _LoopThread.build(factory)
+
+    def start(self) -> None:
+        _LoopThread.run(self._client.start())
+
+    def shutdown(self) -> None:
+        _LoopThread.run(self._client.shutdown())
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+class BlockingProducer(_Facade[Producer]):
     """``Producer`` for threads: ``send`` blocks until the broker answers."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._producer: Producer = _LoopThread.build(lambda: Producer(*args, **kwargs))
-
-    def start(self) -> None:
-        _LoopThread.run(self._producer.start())
-
-    def shutdown(self) -> None:
-        _LoopThread.run(self._producer.shutdown())
-
-    def __enter__(self) -> BlockingProducer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        super().__init__(lambda: Producer(*args, **kwargs))
 
     def send(self, msg: Message, **kwargs: Any) -> SendResult:
-        return _LoopThread.run(self._producer.send(msg, **kwargs))
+        return _LoopThread.run(self._client.send(msg, **kwargs))
 
     def send_async(self, msg: Message, **kwargs: Any) -> concurrent.futures.Future[SendResult]:
-        return asyncio.run_coroutine_threadsafe(self._producer.send(msg, **kwargs), _LoopThread.loop())
+        return asyncio.run_coroutine_threadsafe(self._client.send(msg, **kwargs), _LoopThread.loop())
 
     def send_oneway(self, msg: Message) -> None:
-        _LoopThread.run(self._producer.send_oneway(msg))
+        _LoopThread.run(self._client.send_oneway(msg))
 
     def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> SendResult:
-        return _LoopThread.run(self._producer.send_batch(msgs, **kwargs))
+        return _LoopThread.run(self._client.send_batch(msgs, **kwargs))
 
 
-class BlockingPushConsumer:
+class BlockingPushConsumer(_Facade[PushConsumer]):
     """``PushConsumer`` for threads: the listener is a plain function run on the consume pool."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._consumer: PushConsumer = _LoopThread.build(lambda: PushConsumer(*args, **kwargs))
+        super().__init__(lambda: PushConsumer(*args, **kwargs))
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
-        self._consumer.subscribe(topic, expression)
+        self._client.subscribe(topic, expression)
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
-        _LoopThread.build(lambda: self._consumer.register_listener(listener, orderly=orderly))
-
-    def start(self) -> None:
-        _LoopThread.run(self._consumer.start())
-
-    def shutdown(self) -> None:
-        _LoopThread.run(self._consumer.shutdown())
+        _LoopThread.build(lambda: self._client.register_listener(listener, orderly=orderly))
 
     def pause(self) -> None:
-        self._consumer.pause()
+        self._client.pause()
 
     def resume(self) -> None:
-        self._consumer.resume()
-
-    def __enter__(self) -> BlockingPushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        self._client.resume()
 
 
-class BlockingLitePullConsumer:
+class BlockingLitePullConsumer(_Facade[LitePullConsumer]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._consumer: LitePullConsumer = _LoopThread.build(lambda: LitePullConsumer(*args, **kwargs))
+        super().__init__(lambda: LitePullConsumer(*args, **kwargs))
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
-        self._consumer.subscribe(topic, expression)
+        self._client.subscribe(topic, expression)
 
     def assign(self, queues: list[MessageQueue]) -> None:
-        _LoopThread.build(lambda: self._consumer.assign(queues))
+        _LoopThread.build(lambda: self._client.assign(queues))
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        return _LoopThread.run(self._consumer.fetch_message_queues(topic))
-
-    def start(self) -> None:
-        _LoopThread.run(self._consumer.start())
-
-    def shutdown(self) -> None:
-        _LoopThread.run(self._consumer.shutdown())
+        return _LoopThread.run(self._client.fetch_message_queues(topic))
 
     def poll(self, timeout: float = 5.0) -> list[MessageExt]:
-        return _LoopThread.run(self._consumer.poll(timeout))
+        return _LoopThread.run(self._client.poll(timeout))
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
-        _LoopThread.run(self._consumer.seek(mq, offset))
+        _LoopThread.run(self._client.seek(mq, offset))
 
     def seek_to_begin(self, mq: MessageQueue) -> None:
-        _LoopThread.run(self._consumer.seek_to_begin(mq))
+        _LoopThread.run(self._client.seek_to_begin(mq))
 
     def seek_to_end(self, mq: MessageQueue) -> None:
-        _LoopThread.run(self._consumer.seek_to_end(mq))
+        _LoopThread.run(self._client.seek_to_end(mq))
 
     def commit(self) -> None:
-        _LoopThread.run(self._consumer.commit())
-
-    def __enter__(self) -> BlockingLitePullConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        _LoopThread.run(self._client.commit())

@@ -308,15 +308,11 @@ class ClientInstance:
             return req.response(body=orjson.dumps(await consumer.consume_directly(msg)))
         topic = req.ext_fields.get("topic", "")
         if req.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
-            table = {_mq_key(mq): off for mq, off in consumer.queue_offsets(topic).items()}
+            offsets = consumer.queue_offsets(topic)
+            table = {jsonx.object_key(**mq.to_json()): offset for mq, offset in offsets.items()}
             return req.response(body=jsonx.dumps_object_keys({"messageQueueTable": table}))
-        offsets = _parse_offset_table(req.body)
-        await consumer.reset_offsets(topic, offsets)
+        await consumer.reset_offsets(topic, _parse_offset_table(req.body))
         return None
-
-
-def _mq_key(mq: MessageQueue) -> jsonx.ObjectKey:
-    return jsonx.object_key(brokerName=mq.broker_name, queueId=mq.queue_id, topic=mq.topic)
 
 
 def _parse_offset_table(body: bytes | bytearray | memoryview) -> dict[MessageQueue, int]:
@@ -325,13 +321,8 @@ def _parse_offset_table(body: bytes | bytearray | memoryview) -> dict[MessageQue
     out: dict[MessageQueue, int] = {}
     if isinstance(data, list):
         for item in data:
-            out[MessageQueue(str(item["topic"]), str(item["brokerName"]), int(item["queueId"]))] = int(
-                item["offset"]
-            )
+            out[MessageQueue.from_json(item)] = int(item["offset"])
         return out
     for key, offset in (data.get("offsetTable") or {}).items():
-        fields = dict(key) if isinstance(key, tuple) else orjson.loads(key)
-        out[MessageQueue(str(fields["topic"]), str(fields["brokerName"]), int(fields["queueId"]))] = int(
-            offset
-        )
+        out[MessageQueue.from_json(dict(key) if isinstance(key, tuple) else orjson.loads(key))] = int(offset)
     return out

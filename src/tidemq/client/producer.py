@@ -17,7 +17,7 @@ from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.message_queue import MessageQueue
 from tidemq.remoting.batch import BatchItem, encode_batch
-from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import SendMessageRequestHeader
 from tidemq.remoting.message import (
@@ -167,15 +167,17 @@ class Producer:
 
     # --- sending ------------------------------------------------------------------------------------
 
+    def _check_body(self, body: bytes) -> None:
+        if not isinstance(body, bytes | bytearray) or not body:
+            raise MQClientError("message body must be non-empty bytes")
+        if len(body) > self.max_message_size:
+            raise MQClientError(
+                f"message body of {len(body)} bytes exceeds the maximum message size {self.max_message_size}"
+            )
+
     def _prepare(self, msg: Message) -> tuple[str, bytes, dict[str, str], int]:
         validate_topic(msg.topic)
-        if not isinstance(msg.body, bytes | bytearray) or not msg.body:
-            raise MQClientError("message body must be non-empty bytes")
-        if len(msg.body) > self.max_message_size:
-            raise MQClientError(
-                f"message body of {len(msg.body)} bytes exceeds the maximum message size "
-                f"{self.max_message_size}"
-            )
+        self._check_body(msg.body)
         props = msg.wire_properties()
         props.setdefault(Prop.UNIQ_KEY, self._ids.next_id())
         body, sys_flag = bytes(msg.body), 0
@@ -197,14 +199,13 @@ class Producer:
         message goes to that one queue (ordered sending) and is not retried elsewhere."""
         topic, body, props, sys_flag = self._prepare(msg)
         deadline = time.monotonic() + (timeout or self.send_timeout)
+        queues = await self.queues_for(topic)  # also names an explicit queue's broker address
         if sharding_key is not None:
             selector, arg = select_by_hash, sharding_key
         if selector is not None:
-            queue = selector(await self.queues_for(topic), msg, arg)
+            queue = selector(queues, msg, arg)
         if queue is not None:
-            await self.queues_for(topic)  # the route names the queue's broker address
             return await self._send_to(queue, msg, topic, body, props, sys_flag, deadline)
-        queues = await self.queues_for(topic)
         last_error: BaseException | None = None
         last_broker: str | None = None
         for _attempt in range(1 + self.retry_times):
@@ -239,8 +240,7 @@ class Producer:
     ) -> SendResult:
         for hook in self.interceptors:
             hook(msg, mq, None, None)
-        header = self._header(topic, mq.queue_id, sys_flag, props)
-        request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_compact_ext(), body=body)
+        request = api.send_request(self._header(topic, mq.queue_id, sys_flag, props), body)
         try:
             result = await self._invoke(mq, request, deadline, props[Prop.UNIQ_KEY])
         except BaseException as exc:
@@ -310,11 +310,9 @@ class Producer:
         """Fire and forget: no answer is awaited and nothing is retried."""
         topic, body, props, sys_flag = self._prepare(msg)
         mq = self._pick(await self.queues_for(topic), None)
-        header = self._header(topic, mq.queue_id, sys_flag, props)
+        request = api.send_request(self._header(topic, mq.queue_id, sys_flag, props), body)
         conn = await self.instance.broker_connection(mq.broker_name)
-        conn.invoke_oneway(
-            RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header.to_compact_ext(), body=body)
-        )
+        conn.invoke_oneway(request)
 
     async def send_batch(
         self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout: float | None = None
@@ -324,19 +322,14 @@ class Producer:
             raise MQClientError("batch is empty")
         topic = msgs[0].topic
         validate_topic(topic)
+        if topic.startswith("%RETRY%"):
+            raise MQClientError("batch messages cannot be sent to a retry topic")
         items = []
         ids = self._ids.next_ids(len(msgs))
         for i, msg in enumerate(msgs):
             if msg.topic != topic:
                 raise MQClientError("all messages of a batch must have the same topic")
-            body = msg.body
-            if not isinstance(body, bytes | bytearray) or not body:
-                raise MQClientError("message body must be non-empty bytes")
-            if len(body) > self.max_message_size:
-                raise MQClientError(
-                    f"message body of {len(body)} bytes exceeds the maximum message size "
-                    f"{self.max_message_size}"
-                )
+            self._check_body(msg.body)
             if msg.properties or msg.tags or msg.keys or msg.delay_level:
                 if msg.delay_level > 0:
                     raise MQClientError("batch messages do not support a delay level")
@@ -346,9 +339,7 @@ class Producer:
                 text = encode_properties(props)
             else:  # the common case, without building a dict per message
                 text = _UNIQ_ONLY + ids[i]
-            items.append(BatchItem(msg.flag, body, text))  # batches are never compressed
-        if topic.startswith("%RETRY%"):
-            raise MQClientError("batch messages cannot be sent to a retry topic")
+            items.append(BatchItem(msg.flag, msg.body, text))  # batches are never compressed
         wire_topic = wrap_namespace(self.config.namespace, topic)
         deadline = time.monotonic() + (timeout or self.send_timeout)
         batch_body = encode_batch(items)
@@ -362,9 +353,7 @@ class Producer:
         for _attempt in range(1 + (0 if queue else self.retry_times)):
             mq = queue or self._pick(routed_queues, last_broker)
             header = self._header(wire_topic, mq.queue_id, 0, {Prop.WAIT: "true"}, batch=True)
-            request = RemotingCommand(
-                RequestCode.SEND_BATCH_MESSAGE, ext_fields=header.to_compact_ext(), body=batch_body
-            )
+            request = api.send_request(header, batch_body)
             try:
                 return await self._invoke(mq, request, deadline, ",".join(ids))
             except (RemotingError, MQClientError, api.BrokerError) as exc:

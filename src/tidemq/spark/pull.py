@@ -17,8 +17,7 @@ import pyarrow as pa
 
 from tidemq.address import split_host_port
 from tidemq.client import api
-from tidemq.remoting.codes import RequestCode, ResponseCode
-from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.message import MessageDecodeError
 from tidemq.remoting.transport import RemotingConnection, RemotingError, connect
 from tidemq.spark.offsets import QueueRange, data_loss
@@ -31,12 +30,6 @@ ROWS_PER_BATCH = 8192
 PIPELINE_DEPTH = 4
 RECONNECTS = 3
 PULL_TIMEOUT_S = 30.0
-_ANSWERS = (
-    ResponseCode.SUCCESS,
-    ResponseCode.PULL_NOT_FOUND,
-    ResponseCode.PULL_RETRY_IMMEDIATELY,
-    ResponseCode.PULL_OFFSET_MOVED,
-)
 
 
 class PullError(RuntimeError):
@@ -102,11 +95,7 @@ class RangePuller:
             max_nums=count,
             expression=self.opts.tags,
         )
-        resp = await conn.invoke(
-            RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext()), PULL_TIMEOUT_S
-        )
-        if resp.code not in _ANSWERS:
-            raise api.BrokerError(resp.code, resp.remark)
+        resp = await api.pull_answer(conn, header, PULL_TIMEOUT_S)
         ext = resp.ext_fields
         body = bytes(resp.body) if resp.code == ResponseCode.SUCCESS else b""
         return Answer(

@@ -105,7 +105,13 @@ def send_batches(batches: Iterable[pa.RecordBatch], opts: WriteOptions, layout: 
     return sent
 
 
-class BatchWriter(DataSourceArrowWriter):
+def _total(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(m.messages for m in messages if isinstance(m, SentCount))
+
+
+class _RowSender:
+    """The ``write`` both writers share: a task sends its rows and reports how many went out."""
+
     def __init__(self, opts: WriteOptions, layout: WriteLayout) -> None:
         self.opts = opts
         self.layout = layout
@@ -113,26 +119,20 @@ class BatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SentCount:
         return SentCount(send_batches(iterator, self.opts, self.layout))
 
+
+class BatchWriter(_RowSender, DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        total = sum(m.messages for m in messages if isinstance(m, SentCount))
-        log.info("rocketmq sink: %d messages sent", total)
+        log.info("rocketmq sink: %d messages sent", _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        total = sum(m.messages for m in messages if isinstance(m, SentCount))
-        log.warning("rocketmq sink: write aborted after %d messages were sent (they stay sent)", total)
+        log.warning(
+            "rocketmq sink: write aborted after %d messages were sent (they stay sent)", _total(messages)
+        )
 
 
-class StreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, opts: WriteOptions, layout: WriteLayout) -> None:
-        self.opts = opts
-        self.layout = layout
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SentCount:
-        return SentCount(send_batches(iterator, self.opts, self.layout))
-
+class StreamWriter(_RowSender, DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        total = sum(m.messages for m in messages if isinstance(m, SentCount))
-        log.info("rocketmq sink: micro-batch %d: %d messages sent", batchId, total)
+        log.info("rocketmq sink: micro-batch %d: %d messages sent", batchId, _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("rocketmq sink: micro-batch %d aborted; messages already sent stay sent", batchId)

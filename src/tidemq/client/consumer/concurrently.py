@@ -77,17 +77,16 @@ class ConcurrentConsumeService:
         if pq.is_dropped():
             log.info("queue %s was dropped while consuming; not committing %d messages", mq, len(msgs))
             return
-        if status is ConsumeStatus.CONSUME_SUCCESS:
-            self._done(msgs, pq, mq)
-        else:
-            await self._settle(status, error, ctx, msgs, pq, mq)
+        if status is not ConsumeStatus.CONSUME_SUCCESS:
+            msgs = await self._failed(status, error, ctx, msgs, pq, mq)
+        self._done(msgs, pq, mq)
 
     def _done(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         offset = pq.remove(msgs)
         if offset >= 0 and not pq.dropped:
             self.consumer.offset_store.update(mq, offset, increase_only=True)
 
-    async def _settle(
+    async def _failed(
         self,
         status: ConsumeStatus | None,
         error: BaseException | None,
@@ -95,26 +94,26 @@ class ConcurrentConsumeService:
         msgs: list[MessageExt],
         pq: ProcessQueue,
         mq: MessageQueue,
-    ) -> None:
-        done = msgs
-        if status is not ConsumeStatus.CONSUME_SUCCESS:
-            if self.consumer.message_model is MessageModel.BROADCASTING:
-                for msg in msgs:
-                    log.warning(
-                        "broadcasting: dropping message %s that failed to consume (%s)",
-                        msg.msg_id,
-                        error or status,
-                    )
-            else:
-                retry_here = [
-                    m for m in msgs if not await self.consumer.send_back(m, ctx.delay_level_when_next_consume)
-                ]
-                if retry_here:
-                    done = [m for m in msgs if m not in retry_here]
-                    for msg in retry_here:
-                        msg.reconsume_times += 1
-                    self.spawn(self._retry_later(retry_here, pq, mq))
-        self._done(done, pq, mq)
+    ) -> list[MessageExt]:
+        """Send failed messages back for a delayed retry; returns those settled, the rest retry here."""
+        if self.consumer.message_model is MessageModel.BROADCASTING:
+            for msg in msgs:
+                log.warning(
+                    "broadcasting: dropping message %s that failed to consume (%s)",
+                    msg.msg_id,
+                    error or status,
+                )
+            return msgs
+        settled: list[MessageExt] = []
+        retry_here: list[MessageExt] = []
+        for msg in msgs:
+            sent = await self.consumer.send_back(msg, ctx.delay_level_when_next_consume)
+            (settled if sent else retry_here).append(msg)
+        if retry_here:
+            for msg in retry_here:
+                msg.reconsume_times += 1
+            self.spawn(self._retry_later(retry_here, pq, mq))
+        return settled
 
     async def _retry_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         await asyncio.sleep(RETRY_LOCALLY_AFTER_S)
@@ -135,17 +134,16 @@ class ConcurrentConsumeService:
                         break
                     log.warning("message %s exceeded the consume timeout; sending it back", msg.msg_id)
                     if await self.consumer.send_back(msg, 3):
-                        offset = pq.remove([msg])
-                        if offset >= 0:
-                            self.consumer.offset_store.update(mq, offset, increase_only=True)
+                        self._done([msg], pq, mq)
 
     async def close(self, timeout: float) -> None:
-        """Let queued and running consume requests finish (up to ``timeout``), then stop the pool."""
+        """Let queued and running consume requests finish (up to ``timeout``), then stop the pool.
+
+        Local retries still waiting are dropped, as Java's shutdown drops its scheduled resubmits.
+        """
         if self._cleaner is not None:
-            self._cleaner.cancel()
+            await cancel_and_wait([self._cleaner])
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._requests.join()
-                if self._tasks:
-                    await asyncio.wait(list(self._tasks))
         await cancel_and_wait([*self._workers, *self._tasks])

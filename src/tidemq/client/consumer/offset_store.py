@@ -124,11 +124,8 @@ class LocalFileOffsetStore(_MemoryTable):
                 log.warning("offset file %s is damaged (%s), trying the backup", candidate, exc)
                 continue
             for key, offset in (data.get("offsetTable") or {}).items():
-                fields = dict(key) if isinstance(key, tuple) else {}
-                if fields:
-                    self.table[
-                        MessageQueue(str(fields["topic"]), str(fields["brokerName"]), int(fields["queueId"]))
-                    ] = int(offset)
+                if isinstance(key, tuple) and key:
+                    self.table[MessageQueue.from_json(dict(key))] = int(offset)
             break
         self._loaded = True
 
@@ -148,10 +145,7 @@ class LocalFileOffsetStore(_MemoryTable):
     async def persist_all(self, mqs: set[MessageQueue]) -> None:
         if not self.table:
             return
-        table = {
-            jsonx.object_key(brokerName=mq.broker_name, queueId=mq.queue_id, topic=mq.topic): offset
-            for mq, offset in self.table.items()
-        }
+        table = {jsonx.object_key(**mq.to_json()): offset for mq, offset in self.table.items()}
         data = jsonx.dumps_object_keys({"offsetTable": table})
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name("offsets.json.tmp")

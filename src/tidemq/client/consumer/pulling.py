@@ -40,15 +40,17 @@ def prepare_pulled(
     """Client-side tag re-filter (the broker filters by hash only), retry-topic restore, offset hints."""
     out = []
     namespace = consumer.config.namespace
+    min_offset, max_offset = str(result.min_offset), str(result.max_offset)
     for msg in result.messages:
         if not sub.matches(msg.tags):
             continue
         msg.broker_name = mq.broker_name
-        if msg.topic.startswith(RETRY_PREFIX) and Prop.RETRY_TOPIC in msg.properties:
-            msg.topic = msg.properties[Prop.RETRY_TOPIC]
+        props = msg.properties
+        if msg.topic.startswith(RETRY_PREFIX) and Prop.RETRY_TOPIC in props:
+            msg.topic = props[Prop.RETRY_TOPIC]
         msg.topic = strip_namespace(namespace, msg.topic)
-        msg.properties[Prop.MIN_OFFSET] = str(result.min_offset)
-        msg.properties[Prop.MAX_OFFSET] = str(result.max_offset)
+        props[Prop.MIN_OFFSET] = min_offset
+        props[Prop.MAX_OFFSET] = max_offset
         out.append(msg)
     return out
 

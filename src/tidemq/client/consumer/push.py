@@ -31,9 +31,10 @@ from tidemq.client.consumer.types import (
     ConsumeHook,
     ConsumeStatus,
     Listener,
+    ListenerCall,
     MessageModel,
     Subscription,
-    call_listener,
+    listener_call,
 )
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message
@@ -96,6 +97,7 @@ class PushConsumer:
         self.subscriptions: dict[str, Subscription] = {}
         self.hooks: list[ConsumeHook] = []
         self.listener: Listener | None = None
+        self._call_listener: ListenerCall | None = None
         self.orderly = False
         self.running = False
         self.paused = False
@@ -160,6 +162,7 @@ class PushConsumer:
             raise MQClientError("no listener registered: call register_listener() before start()")
         if not self.subscriptions and self.requires_subscription:
             raise MQClientError("no subscription: call subscribe() before start()")
+        self._call_listener = listener_call(self.listener, self.executor)
         self._instance = ClientInstance.get(self.config)
         if self.message_model is MessageModel.CLUSTERING:
             self._offset_store = RemoteBrokerOffsetStore(self._instance, self.group)
@@ -229,11 +232,11 @@ class PushConsumer:
     async def run_listener(
         self, msgs: list[MessageExt], ctx: ConsumeContext
     ) -> tuple[ConsumeStatus | None, BaseException | None]:
-        assert self.listener is not None
+        assert self._call_listener is not None
         status: ConsumeStatus | None = None
         error: BaseException | None = None
         try:
-            status = await call_listener(self.listener, msgs, ctx, self.executor)
+            status = await self._call_listener(msgs, ctx)
         except Exception as exc:
             error = exc
             log.warning("listener of group %s raised %s: %s", self.group, type(exc).__name__, exc)
@@ -368,8 +371,7 @@ class PushConsumer:
     def running_info(self) -> dict[Any, Any]:
         mq_table = {}
         for mq, pq in self.rebalancer.process_queues.items():
-            key = jsonx.object_key(brokerName=mq.broker_name, queueId=mq.queue_id, topic=mq.topic)
-            mq_table[key] = pq.info(self.offset_store.offsets().get(mq, -1))
+            mq_table[jsonx.object_key(**mq.to_json())] = pq.info(self.offset_store.offsets().get(mq, -1))
         return {
             "properties": {
                 "PROP_NAMESERVER_ADDR": self.config.namesrv_addr,

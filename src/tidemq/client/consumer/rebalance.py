@@ -46,7 +46,7 @@ class Rebalancer:
 
     async def _rebalance_topic(self, topic: str) -> None:
         instance = self.consumer.instance
-        route = instance.routes.get(topic) or await instance.update_route(topic)
+        route = await instance.route(topic)
         if route is None:
             log.warning("group %s: topic %s has no route yet", self.consumer.group, topic)
             return
@@ -81,10 +81,8 @@ class Rebalancer:
             stale = mq not in mine or pq.pull_expired or pq.dropped
             if mq.topic == topic and stale and await self._drop(mq):
                 changed = True
+        orderly_clustering = self.consumer.orderly and self.consumer.message_model is MessageModel.CLUSTERING
         for mq in sorted(mine - self.process_queues.keys()):
-            orderly_clustering = (
-                self.consumer.orderly and self.consumer.message_model is MessageModel.CLUSTERING
-            )
             if orderly_clustering and not await self.lock(mq):
                 log.info(
                     "group %s: %s is locked by another consumer; trying next round",

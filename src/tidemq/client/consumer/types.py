@@ -59,16 +59,29 @@ ConsumeHook = Callable[
 ]
 
 
-async def call_listener(
-    listener: Listener, msgs: list[MessageExt], ctx: ConsumeContext, executor: Executor
-) -> ConsumeStatus | None:
-    """Coroutine listeners run on the loop; plain functions on the consume pool."""
+ListenerCall = Callable[[list[MessageExt], ConsumeContext], Awaitable[ConsumeStatus | None]]
+
+
+def listener_call(listener: Listener, executor: Executor) -> ListenerCall:
+    """How ``listener`` is run, decided once: a coroutine function on the loop, a plain function on the
+    consume pool (where it may still hand back an awaitable)."""
     if inspect.iscoroutinefunction(listener):
-        result: Any = await listener(msgs, ctx)
-    else:
+
+        async def on_loop(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus | None:
+            return _status(await listener(msgs, ctx))
+
+        return on_loop
+
+    async def on_pool(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus | None:
         result = await asyncio.get_running_loop().run_in_executor(executor, listener, msgs, ctx)
         if inspect.isawaitable(result):
             result = await result
+        return _status(result)
+
+    return on_pool
+
+
+def _status(result: object) -> ConsumeStatus | None:
     return result if isinstance(result, ConsumeStatus) else None
 
 
