@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
@@ -11,15 +10,6 @@ from aiohttp import web
 from tests.nsq_support import publish, wait_until
 from tests.support import ServerProcess, free_port, run
 from tidemq.nsq.client import Consumer, Message, NSQClientError
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
-        tmp_path_factory.mktemp("nsqlookup") / "d", "--broadcast-address", "127.0.0.1", command="server"
-    ).start()
-    yield proc
-    proc.stop()
 
 
 def test_discovers_nsqd_through_lookupd_trying_the_next_lookupd(server: ServerProcess) -> None:

@@ -13,6 +13,11 @@ def split_host_port(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def join_host_port(host: str, port: int) -> str:
+    """``host:port`` as Go's net.JoinHostPort writes it (IPv6 hosts in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def is_host_port(addr: object) -> bool:
     if not isinstance(addr, str):
         return False

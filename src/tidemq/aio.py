@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+Bytes = bytes | bytearray | memoryview
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
@@ -20,6 +21,40 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
     for task in pending:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+class OutputBuffer:
+    """Frames written during one pass of the event loop, handed to ``sink`` as one write.
+
+    Each socket write is a syscall (on loopback it also runs the receiver's TCP work) and, on a compressed
+    stream, one compressed block, so frames queued together leave together; nothing waits for a timer.
+    """
+
+    __slots__ = ("_loop", "_parts", "_scheduled", "_sink", "held")
+
+    def __init__(self, sink: Callable[[Bytes], None], *, held: bool = False) -> None:
+        self._sink = sink
+        self._loop = asyncio.get_running_loop()
+        self._parts: list[Bytes] = []
+        self._scheduled = False
+        #: While set, flushes keep what is queued (the connection is not ready: handshake, TLS upgrade).
+        self.held = held
+
+    def write(self, data: Bytes) -> None:
+        self._parts.append(data)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Hand what is queued to the sink now (before a close, or once ``held`` is cleared)."""
+        self._scheduled = False
+        if self._parts and not self.held:
+            parts, self._parts = self._parts, []
+            self._sink(parts[0] if len(parts) == 1 else b"".join(parts))
+
+    def clear(self) -> None:
+        self._parts.clear()
 
 
 class LoopThread:

@@ -70,21 +70,28 @@ def bodies(args: argparse.Namespace) -> list[bytes]:
     return [f"{args.prefix}-{i}".encode() for i in range(args.count)]
 
 
-class CheckedWriter(Writer):
-    def __init__(self, args: argparse.Namespace, outcome: Outcome, **kwargs: Any) -> None:
-        self.args = args
-        self.outcome = outcome
-        super().__init__(**kwargs)
+class Checked:
+    """Mixed into pynsq's Writer and Reader: checks the IDENTIFY answer, turns errors into the outcome."""
+
+    args: argparse.Namespace
+    outcome: Outcome
 
     def _on_connection_identify_response(self, conn: Any, data: Any, **kwargs: Any) -> None:
-        super()._on_connection_identify_response(conn, data, **kwargs)
+        super()._on_connection_identify_response(conn, data, **kwargs)  # type: ignore[misc]
         check_identify(self.args, self.outcome, data)
 
     def _on_connection_error(self, conn: Any, error: Any, **kwargs: Any) -> None:
         if self.outcome.done.done():
             return  # the read error our own close at the end causes
-        super()._on_connection_error(conn, error, **kwargs)
+        super()._on_connection_error(conn, error, **kwargs)  # type: ignore[misc]
         self.outcome.finish(EXIT_ERROR, f"connection error: {error!r}")
+
+
+class CheckedWriter(Checked, Writer):
+    def __init__(self, args: argparse.Namespace, outcome: Outcome, **kwargs: Any) -> None:
+        self.args = args
+        self.outcome = outcome
+        super().__init__(**kwargs)
 
     def _on_connection_close(self, conn: Any, **kwargs: Any) -> None:
         super()._on_connection_close(conn, **kwargs)
@@ -126,7 +133,7 @@ async def publish(args: argparse.Namespace) -> int:
     return code
 
 
-class CountingReader(Reader):
+class CountingReader(Checked, Reader):
     def __init__(self, args: argparse.Namespace, outcome: Outcome, **kwargs: Any) -> None:
         self.args = args
         self.outcome = outcome
@@ -144,16 +151,6 @@ class CountingReader(Reader):
             # The FIN for this message is written when the handler returns; close only after it is out.
             self.outcome.finish(EXIT_OK)
         return True
-
-    def _on_connection_identify_response(self, conn: Any, data: Any, **kwargs: Any) -> None:
-        super()._on_connection_identify_response(conn, data, **kwargs)
-        check_identify(self.args, self.outcome, data)
-
-    def _on_connection_error(self, conn: Any, error: Any, **kwargs: Any) -> None:
-        if self.outcome.done.done():
-            return  # the read error our own close at the end causes
-        super()._on_connection_error(conn, error, **kwargs)
-        self.outcome.finish(EXIT_ERROR, f"connection error: {error!r}")
 
     def _on_connection_close(self, conn: Any, **kwargs: Any) -> None:
         super()._on_connection_close(conn, **kwargs)

@@ -8,7 +8,7 @@ import random
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import click
 
@@ -188,8 +188,9 @@ def register(main: click.Group) -> None:
         config.max_in_flight = (
             min(max_in_flight, total) if total else max_in_flight
         )  # fetch no more than shown
-        args: Any = (topic, channel, nsqd_tcp_addresses, lookupd_http_addresses, total, print_topic, config)
         try:
-            asyncio.run(_tail(*args))
+            asyncio.run(
+                _tail(topic, channel, nsqd_tcp_addresses, lookupd_http_addresses, total, print_topic, config)
+            )
         except (NSQClientError, OSError) as exc:
             raise click.ClickException(f"tail failed: {exc}") from None

@@ -101,8 +101,8 @@ class Authenticator:
         return bool(self.addresses)
 
     async def authenticate(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
-        params = {"remote_ip": remote_ip, "tls": "true" if tls else "false", "secret": secret}
-        params["common_name"] = common_name
+        tls_flag = "true" if tls else "false"
+        params = {"remote_ip": remote_ip, "tls": tls_flag, "secret": secret, "common_name": common_name}
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         last: Exception | None = None

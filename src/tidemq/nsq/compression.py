@@ -25,7 +25,7 @@ class CompressionError(Exception):
 class StreamCompression(Protocol):
     name: str
 
-    def compress(self, data: bytes) -> bytes: ...
+    def compress(self, data: bytes | bytearray | memoryview) -> bytes: ...
 
     def decompress(self, data: bytes) -> bytes: ...
 
@@ -46,7 +46,7 @@ class Deflate:
         self._compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
         self._decompressor = zlib.decompressobj(-15)
 
-    def compress(self, data: bytes) -> bytes:
+    def compress(self, data: bytes | bytearray | memoryview) -> bytes:
         if not data:
             return b""
         return self._compressor.compress(data) + self._compressor.flush(zlib.Z_SYNC_FLUSH)
@@ -114,7 +114,7 @@ class Snappy:
 
     # -- writing --------------------------------------------------------------------------------------
 
-    def compress(self, data: bytes) -> bytes:
+    def compress(self, data: bytes | bytearray | memoryview) -> bytes:
         if not data:
             return b""
         parts: list[bytes | memoryview] = []

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from tidemq.aio import Bytes, OutputBuffer
 from tidemq.nsq import identify
 from tidemq.nsq.auth import AuthError, AuthState
 from tidemq.nsq.channel import Channel
@@ -76,9 +77,8 @@ class NsqConnection(asyncio.Protocol):
         self._unanswered: list[tuple[int, str]] = []
         self._worker: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
-        self._upgrading = False
+        #: nsqd's output buffer with a timeout of one loop pass (held during a TLS upgrade).
+        self._output = OutputBuffer(self._send)
         self._identified = False
         self._closed = False
 
@@ -125,23 +125,8 @@ class NsqConnection(asyncio.Protocol):
     def receiving(self) -> bool:
         return self.state is State.SUBSCRIBED and not self._closed
 
-    def _write(self, data: bytes) -> None:
-        """Queue a frame; everything queued in one pass of the event loop goes out as one write.
-
-        This is nsqd's output buffer with a timeout of one loop iteration: frames are coalesced
-        (one syscall, and for deflate/snappy one compressed block) and never wait for a timer.
-        """
-        self._out.append(data)
-        if not self._flush_scheduled and not self._upgrading:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
-
-    def flush(self) -> None:
-        self._flush_scheduled = False
-        if not self._out or self._upgrading:
-            return
-        data = b"".join(self._out)
-        self._out.clear()
+    def _send(self, data: Bytes) -> None:
+        """The output buffer's sink: one (compressed) write; a client that stopped reading is dropped."""
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -157,18 +142,18 @@ class NsqConnection(asyncio.Protocol):
             transport.abort()
 
     def send_response(self, data: bytes) -> None:
-        self._write(encode_frame(FrameType.RESPONSE, data))
+        self._output.write(encode_frame(FrameType.RESPONSE, data))
 
     def send_error(self, err: NSQError) -> None:
-        self._write(encode_frame(FrameType.ERROR, err.payload))
+        self._output.write(encode_frame(FrameType.ERROR, err.payload))
 
     def send_message(self, timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> None:
         self.stats["message_count"] += 1
-        self._write(encode_message(timestamp_ns, attempts, msg_id, body))
+        self._output.write(encode_message(timestamp_ns, attempts, msg_id, body))
 
     def close(self) -> None:
         """Close after what is queued has been written (a fatal error frame must reach the client)."""
-        self.flush()
+        self._output.flush()
         if self.transport is not None:
             self.transport.close()
 
@@ -194,8 +179,6 @@ class NsqConnection(asyncio.Protocol):
             try:
                 if isinstance(item, NSQError):
                     raise item
-                if item.name not in _PUBLISHES:
-                    await self._answer_publishes()
                 await self._handle(item)
                 if self._unanswered and not (self._commands and _is_publish(self._commands[0])):
                     await self._answer_publishes()
@@ -241,11 +224,7 @@ class NsqConnection(asyncio.Protocol):
 
     async def identify(self, cmd: Command) -> None:
         self._require_state(cmd, State.INIT)
-        try:
-            data = orjson.loads(cmd.body or b"")
-        except orjson.JSONDecodeError:
-            raise NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body") from None
-        n = identify.negotiate(data, self.nsqd.config, self.remote.rsplit(":", 1)[0])
+        n = identify.negotiate(cmd.body or b"", self.nsqd.config, self.remote.rsplit(":", 1)[0])
         self.client_id, self.hostname, self.user_agent = n.client_id, n.hostname, n.user_agent
         self.msg_timeout_ms, self.sample_rate = n.msg_timeout_ms, n.sample_rate
         if not self._identified:
@@ -258,11 +237,11 @@ class NsqConnection(asyncio.Protocol):
             self.send_response(OK)
             return
         self.send_response(orjson.dumps(identify.response(n, self.nsqd.config, self.nsqd.auth_required)))
-        self.flush()  # the reply goes out in plain text, before any upgrade
+        self._output.flush()  # the reply goes out in plain text, before any upgrade
         if n.tls_v1:
             await self._upgrade_tls()
             self.send_response(OK)
-            self.flush()
+            self._output.flush()
         if n.snappy or n.deflate:
             self.compression = Snappy() if n.snappy else Deflate(n.deflate_level)
             self.send_response(OK)
@@ -270,7 +249,7 @@ class NsqConnection(asyncio.Protocol):
     async def _upgrade_tls(self) -> None:
         context = self.nsqd.ssl_context
         assert context is not None and self.transport is not None
-        self._upgrading = True
+        self._output.held = True
         try:
             transport = await asyncio.get_running_loop().start_tls(
                 self.transport, self, context, server_side=True, ssl_handshake_timeout=5.0
@@ -278,7 +257,7 @@ class NsqConnection(asyncio.Protocol):
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
             raise NSQError("E_IDENTIFY_FAILED", f"IDENTIFY failed {exc}") from None
         finally:
-            self._upgrading = False
+            self._output.held = False
         if transport is None:
             raise NSQError("E_IDENTIFY_FAILED", "IDENTIFY failed: connection closed during TLS handshake")
         assert isinstance(transport, asyncio.Transport)

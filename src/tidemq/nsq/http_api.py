@@ -104,12 +104,18 @@ def _existing_topic(request: web.Request, invalid: str = "INVALID_TOPIC") -> Top
     return topic
 
 
-def _existing_channel(request: web.Request) -> tuple[Topic, Channel]:
+def _channel_args(request: web.Request) -> tuple[Topic, str]:
+    """The channel endpoints' ``topic`` (which must exist) and ``channel``, checked in nsqd's order."""
     topic_name = _topic_name(request, "INVALID_ARG_TOPIC")
     channel_name = _channel_name(request)
     topic = _nsqd(request).existing_topic(topic_name)
     if topic is None:
         raise ApiError(404, "TOPIC_NOT_FOUND")
+    return topic, channel_name
+
+
+def _existing_channel(request: web.Request) -> tuple[Topic, Channel]:
+    topic, channel_name = _channel_args(request)
     channel = topic.channels.get(channel_name)
     if channel is None:
         raise ApiError(404, "CHANNEL_NOT_FOUND")
@@ -193,7 +199,7 @@ async def mpub(request: web.Request) -> web.Response:
     cfg = _nsqd(request).config
     body = await _read_body(request, cfg.max_body_size, "BODY_TOO_BIG")
     topic = _topic_name(request)
-    if "binary" in request.query and request.query["binary"] not in ("false", "0"):
+    if _flag(request, "binary", False):
         try:
             bodies = decode_mpub(body, cfg.max_msg_size)
         except NSQError as exc:
@@ -238,12 +244,7 @@ def _topic_pause(paused: bool) -> Handler:
 
 
 async def channel_create(request: web.Request) -> web.Response:
-    topic_name = _topic_name(request, "INVALID_ARG_TOPIC")
-    channel_name = _channel_name(request)
-    nsqd = _nsqd(request)
-    topic = nsqd.existing_topic(topic_name)
-    if topic is None:
-        raise ApiError(404, "TOPIC_NOT_FOUND")
+    topic, channel_name = _channel_args(request)
     topic.channel(channel_name)
     return v1_text()
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import orjson
 
 from tidemq.nsq.config import VERSION, NsqdConfig
 from tidemq.nsq.protocol import NSQError
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -27,63 +31,47 @@ class Negotiated:
 
 
 def _decode_failed() -> NSQError:
-    """Go's json.Unmarshal into nsqd's struct: a wrong type fails the decode, null keeps the default."""
     return NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
 
 
-def _int(data: dict[str, Any], key: str) -> int:
-    value = data.get(key)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _decode_failed()
-    return value
-
-
-def _bool(data: dict[str, Any], key: str) -> bool:
-    value = data.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise _decode_failed()
-    return value
-
-
-def _str(data: dict[str, Any], key: str, default: str) -> str:
+def _field(data: dict[str, Any], key: str, kind: type[T], default: T) -> T:
+    """Go's json.Unmarshal into nsqd's struct: a wrong type fails the decode, null keeps the default."""
     value = data.get(key)
     if value is None:
         return default
-    if not isinstance(value, str):
+    if type(value) is not kind:  # exactly: JSON true is no number, 1.0 no integer
         raise _decode_failed()
     return value
 
 
-def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
+def negotiate(body: bytes, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
+    """IDENTIFY's JSON body against nsqd's limits; every field is decoded (and type-checked) before any
+    value is judged, as nsqd unmarshals first."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise _decode_failed() from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise _decode_failed()
-    fields = ("client_id", "hostname", "user_agent")
-    flags = ("feature_negotiation", "tls_v1", "deflate", "snappy")
-    numbers = (
-        "heartbeat_interval",
-        "output_buffer_size",
-        "output_buffer_timeout",
-        "sample_rate",
-        "msg_timeout",
-    )
-    for key in fields:
-        _str(data, key, "")
-    for key in flags:
-        _bool(data, key)
-    for key in (*numbers, "deflate_level"):
-        _int(data, key)
-    heartbeat = _int(data, "heartbeat_interval")
+    client_id = _field(data, "client_id", str, "")
+    hostname = _field(data, "hostname", str, remote_ip)
+    user_agent = _field(data, "user_agent", str, "")
+    negotiation = _field(data, "feature_negotiation", bool, False)
+    tls_v1 = _field(data, "tls_v1", bool, False)
+    deflate = _field(data, "deflate", bool, False)
+    snappy = _field(data, "snappy", bool, False)
+    heartbeat = _field(data, "heartbeat_interval", int, 0)
+    buffer_size = _field(data, "output_buffer_size", int, 0)
+    buffer_timeout = _field(data, "output_buffer_timeout", int, 0)
+    sample_rate = _field(data, "sample_rate", int, 0)
+    msg_timeout = _field(data, "msg_timeout", int, 0)
+    requested_level = _field(data, "deflate_level", int, 0)
     if heartbeat == 0:
         heartbeat = cfg.client_timeout_ms // 2
     elif heartbeat != -1 and not 1000 <= heartbeat <= cfg.max_heartbeat_interval_ms:
         raise NSQError("E_BAD_BODY", f"IDENTIFY heartbeat interval ({heartbeat}) is invalid")
-    buffer_timeout = _int(data, "output_buffer_timeout")
     if buffer_timeout == 0:
         buffer_timeout = cfg.output_buffer_timeout_ms
     elif (
@@ -91,31 +79,26 @@ def negotiate(data: Any, cfg: NsqdConfig, remote_ip: str) -> Negotiated:
         and not cfg.min_output_buffer_timeout_ms <= buffer_timeout <= cfg.max_output_buffer_timeout_ms
     ):
         raise NSQError("E_BAD_BODY", f"IDENTIFY output buffer timeout ({buffer_timeout}) is invalid")
-    buffer_size = _int(data, "output_buffer_size")
     if buffer_size == 0:
         buffer_size = 16384
     elif buffer_size != -1 and not 64 <= buffer_size <= cfg.max_output_buffer_size:
         raise NSQError("E_BAD_BODY", f"IDENTIFY output buffer size ({buffer_size}) is invalid")
-    sample_rate = _int(data, "sample_rate")
     if not 0 <= sample_rate <= 99:
         raise NSQError("E_BAD_BODY", f"IDENTIFY sample rate ({sample_rate}) is invalid")
-    msg_timeout = _int(data, "msg_timeout")
     if msg_timeout == 0:
         msg_timeout = cfg.msg_timeout_ms
     elif not 1000 <= msg_timeout <= cfg.max_msg_timeout_ms:
         raise NSQError("E_BAD_BODY", f"IDENTIFY msg timeout ({msg_timeout}) is invalid")
-    negotiation = _bool(data, "feature_negotiation")
-    tls_v1 = _bool(data, "tls_v1") and negotiation and bool(cfg.tls_cert and cfg.tls_key)
-    deflate = _bool(data, "deflate") and negotiation and cfg.deflate
-    requested_level = _int(data, "deflate_level")
+    tls_v1 = tls_v1 and negotiation and bool(cfg.tls_cert and cfg.tls_key)
+    deflate = deflate and negotiation and cfg.deflate
     level = min(requested_level if deflate and requested_level > 0 else 6, cfg.max_deflate_level)
-    snappy = _bool(data, "snappy") and negotiation and cfg.snappy
+    snappy = snappy and negotiation and cfg.snappy
     if snappy and deflate:
         raise NSQError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
     return Negotiated(
-        client_id=_str(data, "client_id", ""),
-        hostname=_str(data, "hostname", remote_ip),
-        user_agent=_str(data, "user_agent", ""),
+        client_id=client_id,
+        hostname=hostname,
+        user_agent=user_agent,
         feature_negotiation=negotiation,
         heartbeat_interval_ms=heartbeat,
         output_buffer_size=buffer_size,

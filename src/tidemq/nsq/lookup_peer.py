@@ -19,12 +19,12 @@ from typing import Any
 
 import orjson
 
-from tidemq.address import split_host_port
+from tidemq.address import join_host_port, split_host_port
 from tidemq.aio import cancel_and_wait
+from tidemq.nsq.protocol import MAGIC_V1, encode_command
 
 log = logging.getLogger(__name__)
 
-MAGIC_V1 = b"  V1"
 _SIZE = struct.Struct(">i")
 
 Registrations = Callable[[], list[tuple[str, str | None]]]
@@ -32,11 +32,6 @@ Registrations = Callable[[], list[tuple[str, str | None]]]
 
 class LookupdError(Exception):
     """A lookupd peer failed: unreachable, timed out, closed, or answered with an error."""
-
-
-def encode_command(name: str, *params: str, body: bytes | None = None) -> bytes:
-    line = " ".join((name, *params)).encode() + b"\n"
-    return line if body is None else line + _SIZE.pack(len(body)) + body
 
 
 class LookupPeer:
@@ -296,5 +291,5 @@ class LookupdRegistrar:
         for peer in self.peers.values():
             host, port = peer.info.get("broadcast_address"), peer.info.get("http_port")
             if host and isinstance(port, int):
-                out.append(f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}")
+                out.append(join_host_port(str(host), port))
         return out

@@ -164,7 +164,8 @@ class Nsqd:
     ) -> None:
         """Store the messages; return once they are durable as the store's flush mode defines it."""
         end = self.append(topic_name, bodies, defer_ms=defer_ms, error_code=error_code)
-        await self.wait_durable(end, error_code)
+        if self.sync_flush:
+            await self.wait_durable(end, error_code)
 
     @property
     def sync_flush(self) -> bool:
@@ -178,28 +179,29 @@ class Nsqd:
         topic = self.topic(topic_name)
         if not bodies:
             return 0
-        now = time.time()
-        props = {PROP_TIMESTAMP: str(time.time_ns())}
+        now_ns = time.time_ns()
+        now_ms = now_ns // 1_000_000
+        props = {PROP_TIMESTAMP: str(now_ns)}
         if defer_ms > 0:
             props[PROP_DEFER] = str(defer_ms)
         encoded = encode_properties(props)
+        store_topic = topic.store_topic
         requests = [
             AppendRequest(
                 encode_record(
-                    topic=topic.store_topic,
+                    topic=store_topic,
                     queue_id=0,
                     body=body,
                     properties=encoded,
-                    born_timestamp=int(now * 1000),
-                    store_timestamp=int(now * 1000),
+                    born_timestamp=now_ms,
+                    store_timestamp=now_ms,
                 ),
-                topic.store_topic,
+                store_topic,
                 0,
                 0,
             )
             for body in bodies
         ]
-        first_new = topic.end_offset
         try:
             result = self.store.put(requests)
         except StoreError as exc:
@@ -208,16 +210,16 @@ class Nsqd:
         topic.message_count += len(bodies)
         topic.message_bytes += sum(map(len, bodies))
         if topic.channels:
+            first_new = result.queue_offsets[0]
             for channel in topic.channels.values():
                 if channel.ephemeral:
-                    channel.drop_overflow(first_new, topic.end_offset, self.config.mem_queue_size)
+                    channel.drop_overflow(first_new, first_new + len(bodies), self.config.mem_queue_size)
             topic.pump()
         return result.end_offset
 
     async def wait_durable(self, end_offset: int, error_code: str = "E_PUB_FAILED") -> None:
-        """Sync flush: wait until the log is fsynced to ``end_offset`` (one fsync serves many publishes)."""
-        if not self.sync_flush:
-            return
+        """Wait until the log is fsynced to ``end_offset`` (one fsync serves many publishes); callers ask
+        only in sync flush, where an answer promises that."""
         try:
             await self.store.wait_durable(end_offset)
         except StoreError as exc:
@@ -226,8 +228,6 @@ class Nsqd:
     def _store_failed(self, exc: StoreError, error_code: str) -> NSQError:
         self.health_error = str(exc)
         return NSQError(error_code, f"{error_code[2:].replace('_', ' ')} {exc}")
-
-    # --- lifecycle ------------------------------------------------------------------------------------
 
     # --- administration (the HTTP API's verbs) ------------------------------------------------------
 

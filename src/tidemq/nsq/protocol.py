@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 MAGIC_V2 = b"  V2"
+#: nsqlookupd's TCP protocol, which frames commands the same way.
+MAGIC_V1 = b"  V1"
 MAX_LINE = 16 * 1024
 HEARTBEAT = b"_heartbeat_"
 OK = b"OK"

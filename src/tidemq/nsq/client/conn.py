@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import orjson
 
 from tidemq.address import split_host_port
+from tidemq.aio import Bytes, OutputBuffer
 from tidemq.nsq.client.config import Config
 from tidemq.nsq.client.errors import AuthError, NotConnectedError, NSQClientError, ProtocolError
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
@@ -139,8 +140,8 @@ class NsqdConn:
         self._max_frame = max_frame
         self._parser = FrameParser(max_frame)
         self._frames: deque[tuple[int, bytes]] = deque()
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
+        #: Held until the handshake is done: bootstrap writes its own commands, in order.
+        self._output = OutputBuffer(self._write_now, held=True)
         self._read_task: asyncio.Task[None] | None = None
         self._closed = False
         self._close_notified = False
@@ -184,6 +185,8 @@ class NsqdConn:
             if isinstance(exc, CompressionError):
                 raise NSQClientError(f"{self.addr}: compressed stream broken: {exc}") from exc
             raise
+        self._output.held = False
+        self._output.flush()
         self._read_task = asyncio.create_task(self._read_loop(), name=f"nsq-read-{self.addr}")
         return resp
 
@@ -346,24 +349,13 @@ class NsqdConn:
         """Queue a command; everything queued in this loop iteration goes out in one write."""
         if self._closed:
             raise NotConnectedError(f"{self.addr}: connection closed")
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        self._output.write(data)
 
     def _send_quietly(self, data: bytes) -> None:
         if not self._closed:
             self.send(data)
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        if not self._out or self._writer is None:
-            return
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
-        self._out.clear()
-        self._write_now(data)
-
-    def _write_now(self, data: bytes) -> None:
+    def _write_now(self, data: Bytes) -> None:
         assert self._writer is not None
         if self._encoder is not None:
             data = self._encoder.compress(data)
@@ -377,7 +369,7 @@ class NsqdConn:
 
     async def drain(self) -> None:
         """Wait (up to ``write_timeout``) for the socket to take queued data; on timeout the conn closes."""
-        self._flush()
+        self._output.flush()
         if self._writer is None or self._closed:
             return
         try:
@@ -394,7 +386,7 @@ class NsqdConn:
         """Flush what is queued, close, and tell the delegate (once)."""
         if self._closed:
             return
-        self._flush()
+        self._output.flush()
         self._closed = True
         if self._writer is not None:
             self._writer.close()
@@ -407,8 +399,7 @@ class NsqdConn:
     def _teardown(self) -> None:
         self._closed = True
         if self._writer is not None and not self._writer.is_closing():
-            self._flush_scheduled = False
-            self._out.clear()
+            self._output.clear()
             self._writer.close()
         if not self._close_notified:
             self._close_notified = True

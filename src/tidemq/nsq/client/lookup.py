@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import aiohttp
 import orjson
 
+from tidemq.address import join_host_port
 from tidemq.nsq.client.errors import NSQClientError
 
 ACCEPT_V1 = "application/vnd.nsq; version=1.0"
@@ -31,10 +32,6 @@ def build_lookup_url(addr: str, topic: str) -> str:
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "topic"]
     query.append(("topic", topic))
     return urlunsplit((parts.scheme, parts.netloc, path, urlencode(query), ""))
-
-
-def join_host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def producer_addresses(body: bytes) -> list[str]:

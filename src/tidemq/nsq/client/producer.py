@@ -13,7 +13,7 @@ import contextlib
 import logging
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tidemq.address import split_host_port
@@ -151,7 +151,7 @@ class Producer:
                 error = NotConnectedError(f"{self.addr}: {exc!r}")
             self.last_error = error
             log.error("(%s) error connecting to nsqd - %s", self.addr, error)
-            self._fail(self._drain_waiting(), error)
+            self._fail((future for _, future in self._drain_waiting()), error)
             return
         self._connecting = None
         self._conn = conn
@@ -165,9 +165,8 @@ class Producer:
         return waiting
 
     @staticmethod
-    def _fail(items: Any, error: BaseException) -> None:
-        for item in items:
-            future = item[1] if isinstance(item, tuple) else item
+    def _fail(futures: Iterable[asyncio.Future[None]], error: BaseException) -> None:
+        for future in futures:
             if not future.done():
                 future.set_exception(error)
 
@@ -233,7 +232,7 @@ class Producer:
         if conn is not None:
             conn.close()
             self.on_close(conn)  # settle what is left now rather than when the read task winds down
-        self._fail(self._drain_waiting(), StoppedError("producer stopped"))
+        self._fail((future for _, future in self._drain_waiting()), StoppedError("producer stopped"))
 
     async def __aenter__(self) -> Producer:
         return self

@@ -17,6 +17,8 @@ from urllib.parse import unquote_plus
 import orjson
 from aiohttp import web
 
+from tidemq.nsq.config import VERSION
+from tidemq.nsq.http_api import V1_HEADERS, ApiError
 from tidemq.nsq.protocol import valid_name
 
 if TYPE_CHECKING:
@@ -24,19 +26,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-V1_HEADER = {"X-NSQ-Content-Type": "nsq; version=1.0"}
-VERSION = "1.3.0"
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 Query = dict[str, list[str]]
 Handler = Callable[["RegistrationDB", Query], Any]
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def parse_query(raw: str) -> Query:
@@ -147,7 +140,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
 
 
 def _respond(status: int, data: Any, headers: dict[str, str] | None = None) -> web.Response:
-    all_headers = {**V1_HEADER, **(headers or {})}
+    all_headers = {**V1_HEADERS, **(headers or {})}
     if status != 200:
         data = {"message": data}
     if data is None:

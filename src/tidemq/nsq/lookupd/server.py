@@ -10,7 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tidemq.nsq.lookupd.http import VERSION, make_app
+from tidemq.nsq.config import VERSION
+from tidemq.nsq.lookupd.http import make_app
 from tidemq.nsq.lookupd.registry import RegistrationDB
 from tidemq.nsq.lookupd.tcp import LookupConnection
 

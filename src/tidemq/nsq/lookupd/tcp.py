@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tidemq.address import join_host_port
 from tidemq.nsq.lookupd.registry import PeerInfo
-from tidemq.nsq.protocol import MAX_LINE, OK, Command, CommandParser, NSQError, valid_name
+from tidemq.nsq.protocol import MAGIC_V1, MAX_LINE, OK, Command, CommandParser, NSQError, valid_name
 
 if TYPE_CHECKING:
     from tidemq.nsq.lookupd.server import Nsqlookupd
 
 log = logging.getLogger(__name__)
 
-MAGIC_V1 = b"  V1"
 MAX_IDENTIFY_BODY = 1024 * 1024
 _SIZE = struct.Struct(">i")
 
@@ -116,11 +116,6 @@ def _peer_from_identify(body: bytes, peer_id: str) -> PeerInfo:
     return PeerInfo(id=peer_id, remote_address=peer_id, **fields)
 
 
-def format_address(host: str, port: int) -> str:
-    """``host:port`` as Go's net.JoinHostPort writes it (IPv6 hosts in brackets)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 class LookupConnection(asyncio.Protocol):
     """One nsqd's connection: commands run synchronously as they are parsed (none of them waits)."""
 
@@ -135,7 +130,7 @@ class LookupConnection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
-        self.remote = format_address(peer[0], peer[1]) if peer else ""
+        self.remote = join_host_port(peer[0], peer[1]) if peer else ""
         self.lookupd.connections.add(self)
         log.debug("lookupd: new client %s", self.remote)
 
