@@ -186,8 +186,10 @@ class SendMessageRequestHeader(CommandHeader):
     bname: str | None = None
 
     def to_compact_ext(self) -> dict[str, str]:
-        back = {v: k for k, v in self.aliases.items()}
-        return {back[k]: v for k, v in self.to_ext().items()}
+        return {_SEND_WIRE_TO_ALIAS[k]: v for k, v in self.to_ext().items()}
+
+
+_SEND_WIRE_TO_ALIAS = {wire: alias for alias, wire in SendMessageRequestHeader.aliases.items()}
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tidemq.aio import cancel_and_wait
+from tidemq.aio import Bytes, OutputBuffer, cancel_and_wait
 from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, FrameError, HeaderError, encode_parts
@@ -87,10 +87,8 @@ class RemotingConnection(asyncio.Protocol):
         self._tasks: set[asyncio.Task[None]] = set()
         self._can_write = asyncio.Event()
         self._can_write.set()
-        self._out: list[bytes | bytearray | memoryview] = []
-        self._flush_scheduled = False
-        self._loop = asyncio.get_running_loop()
-        self.closed: asyncio.Future[None] = self._loop.create_future()
+        self._output = OutputBuffer(self._write)
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("", 0)
         self.local: tuple[str, int] = ("", 0)
         self.last_activity = time.monotonic()
@@ -223,20 +221,13 @@ class RemotingConnection(asyncio.Protocol):
                 )
             return
         self.last_activity = time.monotonic()
-        self._out.append(head)
+        self._output.write(head)
         if body:
-            self._out.append(body)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self._output.write(body)
 
-    def _flush(self) -> None:
-        """Write every frame queued in this pass of the event loop with one call: on loopback each
-        socket write is a syscall that also runs the receiver's TCP processing, so this is the cost."""
-        self._flush_scheduled = False
-        out, self._out = self._out, []
-        if out and self._transport is not None and not self._transport.is_closing():
-            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+    def _write(self, data: Bytes) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
 
     async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Send a request and wait for its response."""
@@ -267,7 +258,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def close(self) -> None:
         """Close after what is queued has been written."""
-        self._flush()
+        self._output.flush()
         if self._transport is not None:
             self._transport.close()
 
