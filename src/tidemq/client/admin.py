@@ -9,9 +9,10 @@ from typing import Any
 from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance, MQClientError
-from tidemq.client.route import MASTER_ID, TopicRoute
+from tidemq.client.route import TopicRoute
 from tidemq.remoting.codes import RequestCode
 from tidemq.remoting.message import MessageDecodeError, MessageExt, decode_offset_msg_id
+from tidemq.remoting.route import MASTER_ID
 
 
 @dataclass(slots=True)

@@ -11,8 +11,6 @@ from tidemq.remoting.route import MASTER_ID, BrokerData, QueueData
 PERM_READ = 4
 PERM_WRITE = 2
 
-__all__ = ["MASTER_ID", "PERM_READ", "PERM_WRITE", "BrokerData", "QueueData", "TopicRoute"]
-
 
 @dataclass(slots=True)
 class TopicRoute:

@@ -16,7 +16,7 @@ from typing import TypeVar
 from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance, MQClientError
-from tidemq.client.route import MASTER_ID
+from tidemq.remoting.route import MASTER_ID
 from tidemq.remoting.transport import RemotingError
 from tidemq.spark.offsets import QueueRef, QueueState, Snapshot
 from tidemq.spark.options import OptionError

@@ -17,9 +17,9 @@ from tidemq.client.consumer.offset_store import ReadMode
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import MessageModel, Subscription
 from tidemq.client.message_queue import MessageQueue
-from tidemq.client.route import MASTER_ID
 from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.message import MessageExt, Prop
+from tidemq.remoting.route import MASTER_ID
 
 if TYPE_CHECKING:
     from tidemq.client.consumer.push import PushConsumer

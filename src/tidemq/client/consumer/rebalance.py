@@ -16,7 +16,8 @@ from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pulling import pull_loop
 from tidemq.client.consumer.types import MessageModel
 from tidemq.client.message_queue import MessageQueue
-from tidemq.client.route import MASTER_ID, TopicRoute
+from tidemq.client.route import TopicRoute
+from tidemq.remoting.route import MASTER_ID
 
 if TYPE_CHECKING:
     from tidemq.client.consumer.push import PushConsumer
