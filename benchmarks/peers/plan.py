@@ -118,6 +118,7 @@ def plan_for(system: str) -> list[Variant]:
             Variant("w2", "PushConsumer", consume=push),
             Variant("w2", "LitePullConsumer", consume=lite),
             Variant("w3", "send_batch -> PushConsumer", batch, push),
+            Variant("w3", "send_batch -> LitePullConsumer", batch, lite),
             Variant("w4", "send_async -> PushConsumer", single, push),
             Variant("w4", f"send_batch of those due (<= {PACED_BATCH}) -> PushConsumer", due, push),
             Variant("w4", "send_async -> LitePullConsumer", single, lite),

@@ -5,6 +5,7 @@ Higher layers (producer, consumers, admin tools) build on these; nothing here ke
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,7 @@ import orjson
 
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
-from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.command import Body, RemotingCommand
 from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from tidemq.remoting.message import MessageExt, iter_records
 from tidemq.remoting.transport import RemotingConnection
@@ -59,9 +60,13 @@ class PullResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: list[MessageExt]
+    #: On SUCCESS the stored records back to back, still encoded: ``messages()`` decodes them.
+    body: Body
     #: The broker's advice for the next pull of this queue: 0 the master, else a slave's broker id.
     suggest_which_broker_id: int = 0
+
+    def messages(self) -> list[MessageExt]:
+        return list(iter_records(self.body)) if self.code == ResponseCode.SUCCESS and self.body else []
 
 
 def send_header(
@@ -135,50 +140,43 @@ async def pull_answer(
     conn: RemotingConnection, header: PullMessageRequestHeader, timeout: float
 ) -> RemotingCommand:
     """PULL_MESSAGE's checked answer, body undecoded: on SUCCESS it holds the stored records."""
-    resp = await conn.invoke(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext()), timeout)
-    return _check(
-        resp,
-        ResponseCode.SUCCESS,
-        ResponseCode.PULL_NOT_FOUND,
-        ResponseCode.PULL_RETRY_IMMEDIATELY,
-        ResponseCode.PULL_OFFSET_MOVED,
-    )
+    return await start_pull(conn, header).answer(timeout)
 
 
-async def pull_message(
-    conn: RemotingConnection,
-    group: str,
-    topic: str,
-    queue_id: int,
-    offset: int,
-    *,
-    max_nums: int = 32,
-    expression: str | None = "*",
-    suspend_ms: int = 0,
-    commit_offset: int = 0,
-    timeout: float = 30.0,
-) -> PullResult:
-    header = pull_header(
-        group,
-        topic,
-        queue_id,
-        offset,
-        max_nums=max_nums,
-        expression=expression,
-        suspend_ms=suspend_ms,
-        commit_offset=commit_offset,
-    )
-    resp = await pull_answer(conn, header, timeout)
-    ext = resp.ext_fields
-    messages = list(iter_records(resp.body)) if resp.code == ResponseCode.SUCCESS else []
-    return PullResult(
-        resp.code,
-        int(ext["nextBeginOffset"]),
-        int(ext["minOffset"]),
-        int(ext["maxOffset"]),
-        messages,
-        int(ext.get("suggestWhichBrokerId") or 0),
-    )
+@dataclass(slots=True)
+class PendingPull:
+    """A PULL_MESSAGE already written (``start_pull``), so the broker can work on it while this side is
+    still busy with the previous answer; ``result`` collects the checked answer."""
+
+    conn: RemotingConnection
+    request: RemotingCommand
+    response: asyncio.Future[RemotingCommand]
+
+    async def answer(self, timeout: float) -> RemotingCommand:
+        return _check(
+            await self.conn.answer(self.request, self.response, timeout),
+            ResponseCode.SUCCESS,
+            ResponseCode.PULL_NOT_FOUND,
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+            ResponseCode.PULL_OFFSET_MOVED,
+        )
+
+    async def result(self, timeout: float) -> PullResult:
+        resp = await self.answer(timeout)
+        ext = resp.ext_fields
+        return PullResult(
+            resp.code,
+            int(ext["nextBeginOffset"]),
+            int(ext["minOffset"]),
+            int(ext["maxOffset"]),
+            resp.body or b"",
+            int(ext.get("suggestWhichBrokerId") or 0),
+        )
+
+
+def start_pull(conn: RemotingConnection, header: PullMessageRequestHeader) -> PendingPull:
+    request = RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext())
+    return PendingPull(conn, request, conn.start_invoke(request))
 
 
 def create_topic_request(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:

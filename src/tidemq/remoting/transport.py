@@ -231,12 +231,24 @@ class RemotingConnection(asyncio.Protocol):
 
     async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Send a request and wait for its response."""
+        return await self.answer(request, self.start_invoke(request), timeout)
+
+    def start_invoke(self, request: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+        """Queue the request for this loop pass's write and return its response future, without waiting:
+        a caller can get the next request onto the wire before it does slow work (a pull consumer decoding
+        the previous answer), then collect the answer with ``answer``."""
         if self.is_closed:
             raise RemotingClosedError(f"connection to {self.address} is closed")
         request.opaque = next(self._opaque)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._pending[request.opaque] = fut
         self.send(request)
+        return fut
+
+    async def answer(
+        self, request: RemotingCommand, fut: asyncio.Future[RemotingCommand], timeout: float
+    ) -> RemotingCommand:
+        """The response ``start_invoke`` promised, or RemotingTimeoutError after ``timeout`` seconds."""
         try:
             async with asyncio.timeout(timeout):
                 return await fut

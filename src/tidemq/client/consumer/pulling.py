@@ -41,7 +41,7 @@ def prepare_pulled(
     out = []
     namespace = consumer.config.namespace
     min_offset, max_offset = str(result.min_offset), str(result.max_offset)
-    for msg in result.messages:
+    for msg in result.messages():
         if not sub.matches(msg.tags):
             continue
         msg.broker_name = mq.broker_name
@@ -55,101 +55,160 @@ def prepare_pulled(
     return out
 
 
-async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
-    flow_controls = 0
-    previously_locked = False
-    broker_id = MASTER_ID  # which broker of the queue's broker name to pull from next, as the broker advises
-    clustering = consumer.message_model is MessageModel.CLUSTERING
-    while not pq.dropped and consumer.running:
+class _PullRequest:
+    """One owned queue's pull state (Java's PullRequest): where to pull next, and from which broker."""
+
+    def __init__(self, consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        self.consumer = consumer
+        self.mq = mq
+        self.pq = pq
+        self.next_offset = next_offset
+        self.broker_id = MASTER_ID  # which broker of the queue's broker name to pull from, as advised
+        self.clustering = consumer.message_model is MessageModel.CLUSTERING
+        self.flow_controls = 0
+        self.previously_locked = False
+
+    async def ready(self) -> Subscription | None:
+        """The subscription to pull with, or None after waiting out a reason not to pull now."""
+        consumer, pq = self.consumer, self.pq
         if consumer.paused:
             await asyncio.sleep(DELAY_WHEN_PAUSED_S)
-            continue
+            return None
         reason = _flow_control_reason(consumer, pq)
         if reason:
-            flow_controls += 1
-            if flow_controls % 1000 == 1:
+            self.flow_controls += 1
+            if self.flow_controls % 1000 == 1:
                 log.warning(
                     "flow control on %s: %s (%d times so far); pulling again in 50 ms",
-                    mq,
+                    self.mq,
                     reason,
-                    flow_controls,
+                    self.flow_controls,
                 )
             await asyncio.sleep(DELAY_FLOW_CONTROL_S)
-            continue
-        if consumer.orderly and clustering:
+            return None
+        if consumer.orderly and self.clustering:
             if not pq.locked:
                 await asyncio.sleep(DELAY_NOT_LOCKED_S)
-                continue
-            if not previously_locked:
-                previously_locked = True
-                offset = await consumer.compute_pull_from_where(mq)
+                return None
+            if not self.previously_locked:
+                self.previously_locked = True
+                offset = await consumer.compute_pull_from_where(self.mq)
                 if offset >= 0:
-                    next_offset = offset
-        sub = consumer.subscriptions.get(mq.topic)
+                    self.next_offset = offset
+        sub = consumer.subscriptions.get(self.mq.topic)
         if sub is None:
             await asyncio.sleep(DELAY_ON_ERROR_S)
-            continue
-        addr = consumer.instance.brokers.get(mq.broker_name, {}).get(broker_id)
+        return sub
+
+    async def start(self, sub: Subscription) -> api.PendingPull:
+        """Write the pull for ``next_offset`` (no wait when the connection is open)."""
+        consumer, mq = self.consumer, self.mq
+        addr = consumer.instance.brokers.get(mq.broker_name, {}).get(self.broker_id)
         if addr is None:
-            broker_id = MASTER_ID  # the suggested slave is unknown: back to the master
+            self.broker_id = MASTER_ID  # the suggested slave is unknown: back to the master
         # Only a master may take the committed offset along (Java clears the flag for slaves).
         commit = (
             await consumer.offset_store.read(mq, ReadMode.MEMORY)
-            if clustering and broker_id == MASTER_ID
+            if self.clustering and self.broker_id == MASTER_ID
             else 0
         )
-        try:
-            if addr is None:
-                conn = await consumer.instance.broker_connection(mq.broker_name)
-            else:
-                conn = await consumer.instance.connection(addr)
-            result = await api.pull_message(
-                conn,
-                consumer.group,
-                mq.topic,
-                mq.queue_id,
-                next_offset,
-                max_nums=consumer.pull_batch_size,
-                expression=sub.expression if consumer.post_subscription_when_pull else None,
-                suspend_ms=consumer.suspend_timeout_ms,
-                commit_offset=max(0, commit),
-                timeout=consumer.suspend_timeout_ms / 1000 + 15,
-            )
-        except asyncio.CancelledError:
-            raise
-        except api.BrokerError as exc:
-            delay = DELAY_BROKER_FLOW_CONTROL_S if exc.code == ResponseCode.FLOW_CONTROL else DELAY_ON_ERROR_S
-            log.warning("pull from %s refused: %s; retrying in %.2f s", mq, exc, delay)
-            broker_id = MASTER_ID
-            await asyncio.sleep(delay)
-            continue
-        except Exception as exc:
-            broker_id = MASTER_ID
-            if not pq.dropped:
-                log.warning("pull from %s failed: %s; retrying in %.0f s", mq, exc, DELAY_ON_ERROR_S)
-                await asyncio.sleep(DELAY_ON_ERROR_S)
-            continue
-        pq.last_pull_time = time.monotonic()
-        broker_id = result.suggest_which_broker_id
-        if pq.is_dropped():
-            return
-        if result.code == ResponseCode.SUCCESS:
-            next_offset = result.next_begin_offset
-            msgs = prepare_pulled(consumer, mq, sub, result)
-            if msgs:
-                dispatch = pq.put(msgs)
-                consumer.consume_service.submit(msgs, pq, mq, dispatch)
-        elif result.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
-            next_offset = result.next_begin_offset
-            if pq.msg_count == 0 and consumer.advance_offset_when_idle:
-                consumer.offset_store.update(mq, next_offset, increase_only=True)
-        else:  # PULL_OFFSET_MOVED: fix the offset, persist it, and let rebalance start the queue again
-            log.warning("offset %d of %s is illegal; moving to %d", next_offset, mq, result.next_begin_offset)
-            consumer.offset_store.update(mq, result.next_begin_offset)
-            await consumer.offset_store.persist(mq)
-            consumer.rebalancer.forget(mq)
-            consumer.instance.rebalance_now()
-            return
+        if addr is None:
+            conn = await consumer.instance.broker_connection(mq.broker_name)
+        else:
+            conn = await consumer.instance.connection(addr)
+        header = api.pull_header(
+            consumer.group,
+            mq.topic,
+            mq.queue_id,
+            self.next_offset,
+            max_nums=consumer.pull_batch_size,
+            expression=sub.expression if consumer.post_subscription_when_pull else None,
+            suspend_ms=consumer.suspend_timeout_ms,
+            commit_offset=max(0, commit),
+        )
+        return api.start_pull(conn, header)
+
+    def may_pull_ahead(self, result: api.PullResult) -> bool:
+        """Whether the next pull may go out before this answer is decoded: flow control counting the
+        answer's messages (at most its offset advance) as if already cached."""
+        consumer, pq = self.consumer, self.pq
+        arriving = result.next_begin_offset - self.next_offset
+        return (
+            not consumer.paused
+            and not consumer.orderly
+            and pq.msg_count + arriving <= consumer.pull_threshold_for_queue
+            and pq.msg_size + len(result.body) <= consumer.pull_threshold_size_for_queue
+            and (pq.span if pq.msg_count else 0) + arriving <= consumer.consume_concurrently_max_span
+        )
+
+
+async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+    """Pull, hand over, pull again.  While a SUCCESS answer is being decoded the next pull is already on
+    the wire (when flow control allows), so this side's decoding overlaps the broker's reading instead
+    of the two taking turns."""
+    request = _PullRequest(consumer, mq, pq, next_offset)
+    ahead: tuple[api.PendingPull, Subscription] | None = None
+    timeout = consumer.suspend_timeout_ms / 1000 + 15
+    try:
+        while not pq.dropped and consumer.running:
+            try:
+                if ahead is None:
+                    sub = await request.ready()
+                    if sub is None:
+                        continue
+                    pending = await request.start(sub)
+                else:
+                    (pending, sub), ahead = ahead, None
+                result = await pending.result(timeout)
+            except asyncio.CancelledError:
+                raise
+            except api.BrokerError as exc:
+                delay = (
+                    DELAY_BROKER_FLOW_CONTROL_S if exc.code == ResponseCode.FLOW_CONTROL else DELAY_ON_ERROR_S
+                )
+                log.warning("pull from %s refused: %s; retrying in %.2f s", mq, exc, delay)
+                request.broker_id = MASTER_ID
+                await asyncio.sleep(delay)
+                continue
+            except Exception as exc:
+                request.broker_id = MASTER_ID
+                if not pq.dropped:
+                    log.warning("pull from %s failed: %s; retrying in %.0f s", mq, exc, DELAY_ON_ERROR_S)
+                    await asyncio.sleep(DELAY_ON_ERROR_S)
+                continue
+            pq.last_pull_time = time.monotonic()
+            request.broker_id = result.suggest_which_broker_id
+            if pq.is_dropped():
+                return
+            if result.code == ResponseCode.SUCCESS:
+                if request.may_pull_ahead(result):
+                    request.next_offset = result.next_begin_offset
+                    try:
+                        ahead = (await request.start(sub), sub)
+                    except Exception as exc:  # the regular path retries and reports
+                        log.debug("pulling %s ahead failed: %s", mq, exc)
+                    # Let this loop pass write the pull out before the decoding below takes the CPU.
+                    await asyncio.sleep(0)
+                request.next_offset = result.next_begin_offset
+                msgs = prepare_pulled(consumer, mq, sub, result)
+                if msgs:
+                    dispatch = pq.put(msgs)
+                    consumer.consume_service.submit(msgs, pq, mq, dispatch)
+            elif result.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+                request.next_offset = result.next_begin_offset
+                if pq.msg_count == 0 and consumer.advance_offset_when_idle:
+                    consumer.offset_store.update(mq, request.next_offset, increase_only=True)
+            else:  # PULL_OFFSET_MOVED: fix the offset, persist it, and let rebalance start the queue again
+                moved_to = result.next_begin_offset
+                log.warning("offset %d of %s is illegal; moving to %d", request.next_offset, mq, moved_to)
+                consumer.offset_store.update(mq, result.next_begin_offset)
+                await consumer.offset_store.persist(mq)
+                consumer.rebalancer.forget(mq)
+                consumer.instance.rebalance_now()
+                return
+    finally:
+        if ahead is not None:
+            ahead[0].response.cancel()
 
 
 def _flow_control_reason(consumer: PushConsumer, pq: ProcessQueue) -> str | None:
