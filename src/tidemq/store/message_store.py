@@ -400,14 +400,15 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        entries = cq.entries(offset, max(800, max_nums))
+        limit = min(max_nums, MAX_TRANSFER_COUNT) if max_nums > 0 else 1
+        # Unfiltered, the first ``limit`` entries are all a pull can take; filtered, Java scans up to 800.
+        entries = cq.entries(offset, limit if match is None else max(800, max_nums))
         if not entries:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, offset, lo, hi)
         messages: list[bytes] = []
         size_taken = 0
         scanned = 0
         removed = False
-        limit = min(max_nums, MAX_TRANSFER_COUNT) if max_nums > 0 else 1
         seg_base, seg_end, view = 0, 0, None
         for phys, size, tags in entries:
             if len(messages) >= limit or (messages and size_taken + size > MAX_TRANSFER_BYTES):
