@@ -8,6 +8,7 @@ import json
 import struct
 import zlib
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from tidemq.remoting.message import (
     MessageDecodeError,
     SysFlag,
     decode_record,
+    decode_records,
     encode_properties,
     encode_record,
     iter_records,
@@ -252,6 +254,36 @@ def test_record_decoders_raise_only_message_decode_error(data: bytes, decompress
             assert msg.store_size >= 91
 
 
+@st.composite
+def records_with_a_bad_inner_length(draw: st.DrawFn) -> bytes:
+    """A valid record then one whose topic length byte or properties length is off by a little."""
+    record, body_len_pos = _record_and_body_len_pos(draw)
+    data = bytearray(record)
+    (body_len,) = struct.unpack_from(">i", data, body_len_pos)
+    topic_len_pos = body_len_pos + 4 + body_len
+    props_len_pos = topic_len_pos + 1 + data[topic_len_pos]
+    if draw(st.booleans()):
+        data[topic_len_pos] = max(0, min(255, data[topic_len_pos] + draw(st.integers(-3, 3))))
+    else:
+        (props_len,) = struct.unpack_from(">h", data, props_len_pos)
+        struct.pack_into(">h", data, props_len_pos, max(-(2**15), props_len + draw(st.integers(-3, 3))))
+    return _valid_record(draw) + bytes(data)
+
+
+@FUZZ
+@given(st.one_of(record_like_bytes(), records_with_a_bad_inner_length()))
+def test_decode_records_agrees_with_iter_records(data: bytes) -> None:
+    """The one-pass pull decoder: the same messages as the record-by-record one, or the same refusal."""
+    try:
+        expected = list(iter_records(data))
+    except MessageDecodeError:
+        with pytest.raises(MessageDecodeError):
+            decode_records(data)
+        return
+    assert decode_records(data) == expected
+    assert decode_records(memoryview(data)) == expected
+
+
 @FUZZ
 @given(st.binary(max_size=300), st.integers(0, 400))
 def test_decode_record_at_random_position(data: bytes, pos: int) -> None:
@@ -415,6 +447,7 @@ def test_record_round_trip(recs: list[dict]) -> None:
             )
         )
     decoded = list(iter_records(b"".join(encoded)))
+    assert decode_records(b"".join(encoded)) == decoded
     assert len(decoded) == len(recs)
     for msg, r, raw in zip(decoded, recs, encoded, strict=True):
         v6_bits = (SysFlag.BORNHOST_V6 if len(r["born"]) == 20 else 0) | (

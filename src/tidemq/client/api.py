@@ -16,7 +16,7 @@ from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import Body, RemotingCommand
 from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from tidemq.remoting.message import MessageExt, iter_records
+from tidemq.remoting.message import MessageExt, decode_records, iter_records
 from tidemq.remoting.transport import RemotingConnection
 
 PULL_FLAG_COMMIT_OFFSET = 0x1
@@ -66,7 +66,7 @@ class PullResult:
     suggest_which_broker_id: int = 0
 
     def messages(self) -> list[MessageExt]:
-        return list(iter_records(self.body)) if self.code == ResponseCode.SUCCESS and self.body else []
+        return decode_records(self.body) if self.code == ResponseCode.SUCCESS and self.body else []
 
 
 def send_header(
@@ -370,7 +370,7 @@ async def query_message(
     resp = await conn.invoke(RemotingCommand(RequestCode.QUERY_MESSAGE, ext_fields=ext), timeout)
     if resp.code == ResponseCode.QUERY_NOT_FOUND:
         return []
-    return list(iter_records(_check(resp).body))
+    return decode_records(_check(resp).body)
 
 
 async def call_json(

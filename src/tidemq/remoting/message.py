@@ -399,3 +399,58 @@ def iter_records(buf: bytes | bytearray | memoryview, *, decompress: bool = True
         msg = decode_record(view, pos, decompress=decompress)
         pos += msg.store_size
         yield msg
+
+
+def decode_records(buf: bytes | bytearray | memoryview) -> list[MessageExt]:
+    """Every record of a pull answer, decompressed, in one pass.
+
+    The common record (IPv4 hosts, uncompressed, well formed) is decoded inline here, about twice as fast
+    as ``decode_record`` per message; any other record goes through ``decode_record``, which also names
+    what is wrong with a malformed one.
+    """
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    out: list[MessageExt] = []
+    append = out.append
+    unpack, fixed_size, min_total = _V4_FIXED.unpack_from, _V4_FIXED.size, HEAD_SIZE_V4 + 3
+    unusual = _HOSTS_V6 | SysFlag.COMPRESSED
+    topics: dict[bytes, str] = {}
+    pos, size = 0, len(data)
+    while pos < size:
+        try:
+            (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
+             born_raw, store_ts, store_raw, reconsume, prepared, body_len) = unpack(data, pos)  # fmt: skip
+        except struct.error:
+            total = magic = body_len = sys_flag = 0
+        end = pos + total
+        body_at = pos + fixed_size
+        topic_at = body_at + body_len
+        topic_len = (
+            data[topic_at] if magic == MAGIC_MESSAGE and body_len >= 0 and topic_at < end <= size else 0
+        )
+        props_at = topic_at + 3 + topic_len
+        if (
+            not topic_len
+            or sys_flag & unusual
+            or total < min_total
+            or props_at > end
+            or int.from_bytes(data[props_at - 2 : props_at]) != end - props_at
+        ):
+            msg = decode_record(data, pos)  # the unusual record, or the error that names the fault
+            append(msg)
+            pos += msg.store_size
+            continue
+        raw_topic = data[topic_at + 1 : topic_at + 1 + topic_len]
+        try:
+            topic = topics.get(raw_topic) or topics.setdefault(raw_topic, raw_topic.decode())
+            props = decode_properties(data[props_at:end].decode()) if props_at < end else {}
+        except UnicodeDecodeError as exc:
+            raise MessageDecodeError(f"malformed record at {pos}: {exc}") from None
+        body = data[body_at:topic_at]
+        append(
+            MessageExt(
+                topic, body, queue_id, queue_offset, phys, flag, sys_flag, born_ts, store_ts, store_raw,
+                born_raw, reconsume, prepared, crc, total, props,
+            )
+        )  # fmt: skip
+        pos = end
+    return out
