@@ -121,16 +121,20 @@ class LitePullConsumer(PushConsumer):
 
     async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
         """The next fetched batch, or [] when nothing arrives within ``timeout`` seconds."""
+        buffer = self._buffer.buffer
         deadline = time.monotonic() + timeout
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            try:
-                async with asyncio.timeout(remaining):
-                    mq, pq, msgs = await self._buffer.buffer.get()
-            except TimeoutError:
-                return []
+            if buffer.empty():  # only an empty buffer needs the timer
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                try:
+                    async with asyncio.timeout(remaining):
+                        mq, pq, msgs = await buffer.get()
+                except TimeoutError:
+                    return []
+            else:
+                mq, pq, msgs = buffer.get_nowait()
             if pq.is_dropped():
                 continue  # the queue was re-seeked or moved to another instance meanwhile
             offset = pq.remove(msgs)

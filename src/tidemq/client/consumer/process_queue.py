@@ -38,12 +38,17 @@ class ProcessQueue:
 
     def put(self, msgs: list[MessageExt]) -> bool:
         """Add pulled messages; True when an orderly consumer must be started for this queue."""
+        held, taken = self._msgs, self._taken
+        count, size = len(held), self.msg_size
         for msg in msgs:
-            if msg.queue_offset not in self._msgs and msg.queue_offset not in self._taken:
-                self._msgs[msg.queue_offset] = msg
-                self.msg_count += 1
-                self.msg_size += len(msg.body)
-            self.max_offset_seen = max(self.max_offset_seen, msg.queue_offset)
+            offset = msg.queue_offset
+            if offset not in held and offset not in taken:
+                held[offset] = msg
+                size += len(msg.body)
+        self.msg_count += len(held) - count
+        self.msg_size = size
+        if msgs:
+            self.max_offset_seen = max(self.max_offset_seen, max(m.queue_offset for m in msgs))
         dispatch = bool(self._msgs) and not self.consuming
         if dispatch:
             self.consuming = True

@@ -40,15 +40,18 @@ def prepare_pulled(
     """Client-side tag re-filter (the broker filters by hash only), retry-topic restore, offset hints."""
     out = []
     namespace = consumer.config.namespace
+    every_tag = not sub.tags
+    broker_name = mq.broker_name
     min_offset, max_offset = str(result.min_offset), str(result.max_offset)
     for msg in result.messages():
-        if not sub.matches(msg.tags):
-            continue
-        msg.broker_name = mq.broker_name
         props = msg.properties
+        if not every_tag and props.get(Prop.TAGS) not in sub.tags:
+            continue
+        msg.broker_name = broker_name
         if msg.topic.startswith(RETRY_PREFIX) and Prop.RETRY_TOPIC in props:
             msg.topic = props[Prop.RETRY_TOPIC]
-        msg.topic = strip_namespace(namespace, msg.topic)
+        if namespace:
+            msg.topic = strip_namespace(namespace, msg.topic)
         props[Prop.MIN_OFFSET] = min_offset
         props[Prop.MAX_OFFSET] = max_offset
         out.append(msg)
