@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tidemq.remoting.batch import BatchItem, StoredBatch, build_stored_batch, en
 from tidemq.remoting.message import MessageDecodeError, decode_record, encode_record, tag_hash
 from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError
 from tidemq.store.message_store import AppendRequest
+from tidemq.store.metadata import OffsetTable
 
 
 def _append(
@@ -247,3 +249,38 @@ def test_batch_bodies_that_break_the_rules_are_refused() -> None:
     with pytest.raises(MessageDecodeError, match="limit"):
         _stored(good, extra="X\x01" + "y" * 40000)
     assert len(_stored(good).sizes) == 2
+
+
+def test_offset_table_persists_off_the_loop_and_never_goes_back(tmp_path: Path) -> None:
+    """The periodic persist writes on a worker thread; a snapshot taken earlier but written later must not
+    replace a newer one (the close-time persist races the last periodic one)."""
+
+    async def scenario() -> None:
+        path = tmp_path / "consumerOffset.json"
+        table = OffsetTable(path, "offsetTable")
+        table.set("T@g", 0, 5)
+        loop_thread = threading.get_ident()
+        writers: list[int] = []
+        original = table._write
+
+        def recording_write(number: int, snapshot: dict[str, object]) -> None:
+            writers.append(threading.get_ident())
+            original(number, snapshot)
+
+        table._write = recording_write  # type: ignore[method-assign]
+        await table.persist_off_loop()
+        assert writers and loop_thread not in writers, "the periodic write ran on the event loop"
+        assert OffsetTable(path, "offsetTable").get("T@g", 0) == 5
+        assert not table.dirty
+        writers.clear()
+        await table.persist_off_loop()
+        assert writers == [], "nothing changed, nothing written"
+
+        table.set("T@g", 0, 7)
+        late = table._take()  # a periodic snapshot whose write is slow to run
+        table.set("T@g", 0, 9)
+        table.persist(force=True)  # close-time persist: the newest
+        original(*late)
+        assert OffsetTable(path, "offsetTable").get("T@g", 0) == 9
+
+    asyncio.run(scenario())

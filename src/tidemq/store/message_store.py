@@ -360,8 +360,8 @@ class MessageStore:
             await asyncio.sleep(self.config.cq_flush_interval_ms / 1000)
             try:
                 await self.flush_queues()
-                self.consumer_offsets.persist()
-                self.delay_offsets.persist()
+                await self.consumer_offsets.persist_off_loop()
+                await self.delay_offsets.persist_off_loop()
             except OSError as exc:
                 log.error("store: flushing queues failed: %s", exc)
 

@@ -6,6 +6,7 @@ broker uses, so an operator reading ``config/*.json`` sees familiar documents.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -186,6 +187,8 @@ class OffsetTable:
         }
         self.dirty = False
         self._lock = threading.Lock()
+        self._taken = 0  # snapshots taken, so an older one finishing late never overwrites a newer one
+        self._written = 0
 
     def get(self, key: str, queue_id: int) -> int | None:
         return self.table.get(key, {}).get(queue_id)
@@ -203,8 +206,26 @@ class OffsetTable:
         return {self.root_key: {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
 
     def persist(self, force: bool = False) -> None:
-        if not (self.dirty or force):
-            return
+        if self.dirty or force:
+            self._write(*self._take())
+
+    async def persist_off_loop(self) -> None:
+        """The periodic persist: the snapshot is taken on the loop, the write and its fsync happen on a
+        worker thread, so the loop (and every request it serves) never waits on the disk."""
+        if self.dirty:
+            try:
+                await asyncio.to_thread(self._write, *self._take())
+            except OSError:
+                self.dirty = True
+                raise
+
+    def _take(self) -> tuple[int, dict[str, Any]]:
+        self.dirty = False
+        self._taken += 1
+        return self._taken, self.snapshot()
+
+    def _write(self, number: int, snapshot: dict[str, Any]) -> None:
         with self._lock:
-            self.dirty = False
-            write_json_atomic(self.path, self.snapshot())
+            if number > self._written:
+                write_json_atomic(self.path, snapshot)
+                self._written = number
