@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tidemq.nsq.protocol import is_ephemeral
-from tidemq.remoting.message import decode_record
+from tidemq.remoting.message import MessageExt, decode_record, decode_records
 from tidemq.store import GetStatus, MessageStore
 
 log = logging.getLogger(__name__)
@@ -180,8 +180,8 @@ class Channel:
         if result.status is not GetStatus.FOUND:
             return
         now = now_ms()
-        for data in result.messages:
-            item = self._decode(data)
+        for msg in decode_records(b"".join(result.messages), decompress=False):
+            item = self._stored(msg)
             if self.dropped and self._was_dropped(item.offset):
                 continue
             self.attempts.setdefault(item.offset, 0)
@@ -200,11 +200,10 @@ class Channel:
         result = self.store.get(self.topic.store_topic, 0, offset, 1)
         if result.status is not GetStatus.FOUND:
             return None
-        return self._decode(result.messages[0])
+        return self._stored(decode_record(result.messages[0], decompress=False))
 
     @staticmethod
-    def _decode(data: bytes) -> _Stored:
-        msg = decode_record(data, decompress=False)
+    def _stored(msg: MessageExt) -> _Stored:
         ts = int(msg.properties.get(PROP_TIMESTAMP) or msg.store_timestamp * 1_000_000)
         defer = int(msg.properties.get(PROP_DEFER) or 0)
         return _Stored(msg.queue_offset, ts, msg.body, msg.store_timestamp + defer if defer > 0 else 0)
