@@ -103,9 +103,6 @@ class Subscription:
             raise ValueError(f"tag expression {expression!r} names no tag")
         return cls(topic, expr, tags, [tag_hash(t) for t in tags], time_ms())
 
-    def matches(self, tags: str | None) -> bool:
-        return not self.tags or tags in self.tags
-
     def to_json(self, topic: str) -> dict[str, Any]:
         return {
             "classFilterMode": False,
