@@ -133,15 +133,13 @@ class _PullRequest:
 
     def may_pull_ahead(self, result: api.PullResult) -> bool:
         """Whether the next pull may go out before this answer is decoded: flow control counting the
-        answer's messages (at most its offset advance) as if already cached."""
-        consumer, pq = self.consumer, self.pq
+        answer's messages (at most its offset advance) and bytes as if already cached."""
+        consumer = self.consumer
         arriving = result.next_begin_offset - self.next_offset
         return (
             not consumer.paused
             and not consumer.orderly
-            and pq.msg_count + arriving <= consumer.pull_threshold_for_queue
-            and pq.msg_size + len(result.body) <= consumer.pull_threshold_size_for_queue
-            and (pq.span if pq.msg_count else 0) + arriving <= consumer.consume_concurrently_max_span
+            and _flow_control_reason(consumer, self.pq, arriving, len(result.body)) is None
         )
 
 
@@ -184,15 +182,15 @@ async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, 
             if pq.is_dropped():
                 return
             if result.code == ResponseCode.SUCCESS:
-                if request.may_pull_ahead(result):
-                    request.next_offset = result.next_begin_offset
+                pull_ahead = request.may_pull_ahead(result)
+                request.next_offset = result.next_begin_offset
+                if pull_ahead:
                     try:
                         ahead = (await request.start(sub), sub)
                     except Exception as exc:  # the regular path retries and reports
                         log.debug("pulling %s ahead failed: %s", mq, exc)
                     # Let this loop pass write the pull out before the decoding below takes the CPU.
                     await asyncio.sleep(0)
-                request.next_offset = result.next_begin_offset
                 msgs = prepare_pulled(consumer, mq, sub, result)
                 if msgs:
                     dispatch = pq.put(msgs)
@@ -214,12 +212,16 @@ async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, 
             ahead[0].response.cancel()
 
 
-def _flow_control_reason(consumer: PushConsumer, pq: ProcessQueue) -> str | None:
-    if pq.msg_count > consumer.pull_threshold_for_queue:
-        return f"{pq.msg_count} cached messages > {consumer.pull_threshold_for_queue}"
-    if pq.msg_size > consumer.pull_threshold_size_for_queue:
+def _flow_control_reason(
+    consumer: PushConsumer, pq: ProcessQueue, arriving: int = 0, arriving_bytes: int = 0
+) -> str | None:
+    """Why not to pull now, if ``arriving`` more messages (``arriving_bytes``) were cached on top."""
+    count, size, span = pq.msg_count + arriving, pq.msg_size + arriving_bytes, pq.span + arriving
+    if count > consumer.pull_threshold_for_queue:
+        return f"{count} cached messages > {consumer.pull_threshold_for_queue}"
+    if size > consumer.pull_threshold_size_for_queue:
         limit_mib = consumer.pull_threshold_size_for_queue // (1024 * 1024)
-        return f"{pq.msg_size // (1024 * 1024)} MiB cached > {limit_mib} MiB"
-    if not consumer.orderly and pq.span > consumer.consume_concurrently_max_span:
-        return f"offset span {pq.span} > {consumer.consume_concurrently_max_span}"
+        return f"{size // (1024 * 1024)} MiB cached > {limit_mib} MiB"
+    if not consumer.orderly and span > consumer.consume_concurrently_max_span:
+        return f"offset span {span} > {consumer.consume_concurrently_max_span}"
     return None
