@@ -77,6 +77,11 @@ class Server:
         assert self.proc is not None
         return self.proc.pid
 
+    @property
+    def namesrv(self) -> str:
+        """The name server address a RocketMQ client is given."""
+        return f"{HOST}:{self.namesrv_port}"
+
     def command(self) -> list[str]:
         return [
             "server", "--listen", HOST,
@@ -223,6 +228,32 @@ def latency_ms(latencies_ns: list[int]) -> tuple[float | None, float | None, flo
     ordered = sorted(latencies_ns)
     top = ordered[-1] / 1e6 if ordered else None
     return percentile_ms(ordered, 0.50), percentile_ms(ordered, 0.99), top
+
+
+class Checklist:
+    """The sequence numbers a consumer received: each counted once, with its send -> receive latency;
+    a repeat counts as a duplicate, a number outside ``0 .. capacity - 1`` as foreign."""
+
+    def __init__(self, capacity: int) -> None:
+        self.seen = bytearray(capacity)
+        self.distinct = 0
+        self.duplicates = 0
+        self.foreign = 0
+        self.latencies_ns: list[int] = []
+
+    def check(self, seq: int, latency_ns: int | None) -> bool:
+        """Count one delivery; True if ``seq`` is new (its latency is kept unless None)."""
+        if not 0 <= seq < len(self.seen):
+            self.foreign += 1
+            return False
+        if self.seen[seq]:
+            self.duplicates += 1
+            return False
+        self.seen[seq] = 1
+        self.distinct += 1
+        if latency_ns is not None:
+            self.latencies_ns.append(latency_ns)
+        return True
 
 
 def rate(row: ReportedRow) -> float:

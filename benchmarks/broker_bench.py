@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bench_common import HOST, MIB, Server, arg_parser, fmt_size, machine, md_row, with_server
+from bench_common import HOST, MIB, Server, arg_parser, describe, fmt_size, machine, md_row, with_server
 from tidemq.remoting.batch import BatchItem, encode_batch
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -271,7 +271,7 @@ async def measure(
         done = await workload(client, topic, payload, budget, start + seconds)
     except Exception as exc:  # reported in the table, the run goes on with the next workload
         done = Progress()
-        error = f"{type(exc).__name__}: {exc}"
+        error = describe(exc)
     elapsed = time.monotonic() - start
     cpu = server.cpu_seconds() - cpu_before if server.alive() else 0.0
     return Result(server.flush, body, name, done.messages, elapsed, done.payload, cpu, done.capped, error)

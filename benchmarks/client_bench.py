@@ -48,6 +48,7 @@ from typing import Any
 
 from bench_common import (
     MIB,
+    Checklist,
     Meter,
     Server,
     WarningCounter,
@@ -111,7 +112,6 @@ class Row:
     workload: str
     messages: int = 0
     seconds: float = 0.0
-    payload: int = 0
     p50_ms: float | None = None
     p99_ms: float | None = None
     server_cpu: float = 0.0
@@ -240,16 +240,12 @@ def worker_main(spec_json: str) -> int:
 # --- consuming -----------------------------------------------------------------------------------------
 
 
-class Recorder:
+class Recorder(Checklist):
     """The no-op listener: notes which sequence numbers arrived and how long after their send call."""
 
     def __init__(self, capacity: int, ok: ConsumeStatus) -> None:
+        super().__init__(capacity)
         self.ok = ok
-        self.seen = bytearray(capacity)
-        self.distinct = 0
-        self.duplicates = 0
-        self.foreign = 0
-        self.latencies_ns: list[int] = []
         self.first_ns = 0
         self.last_ns = 0
 
@@ -261,15 +257,7 @@ class Recorder:
             except (KeyError, ValueError):
                 self.foreign += 1
                 continue
-            if not 0 <= seq < len(self.seen):
-                self.foreign += 1
-                continue
-            if self.seen[seq]:
-                self.duplicates += 1
-                continue
-            self.seen[seq] = 1
-            self.distinct += 1
-            self.latencies_ns.append(now - sent)
+            self.check(seq, now - sent)
         self.first_ns = self.first_ns or now
         self.last_ns = now
         return self.ok
@@ -330,7 +318,7 @@ async def end_to_end(
     """Consume ``count`` messages: sent by a producer child while the consumer runs, or (``backlog``)
     sent before the consumer starts, in which case the row is the consumer's drain rate alone."""
     row = Row(name)
-    namesrv = f"127.0.0.1:{server.namesrv_port}"
+    namesrv = server.namesrv
     recorder = Recorder(count, ConsumeStatus.SUCCESS if orderly else ConsumeStatus.CONSUME_SUCCESS)
     if backlog:
         sent = await preload(namesrv, topic, count, seconds)
@@ -372,7 +360,6 @@ async def end_to_end(
 
     lost = [s for s in range(sent["issued"]) if not recorder.seen[s] and s not in failed]
     row.messages = recorder.distinct
-    row.payload = recorder.distinct * BODY
     window_start = recorder.first_ns if backlog else sent["first_sent_ns"]
     row.seconds = max(1e-9, (recorder.last_ns - window_start) / 1e9)
     produced_rate = sent["acked"] / sent["seconds"] if sent["seconds"] > 0 else 0.0
@@ -411,7 +398,7 @@ async def producer_row(
     row = Row(name)
     body = os.urandom(BODY)
     try:
-        async with Producer(f"BENCH_PG_{topic}", f"127.0.0.1:{server.namesrv_port}") as producer:
+        async with Producer(f"BENCH_PG_{topic}", server.namesrv) as producer:
             await producer.send(Message(topic, body))  # route lookup and connection, outside the timing
             server_cpu0 = server.cpu_seconds()
             done = await fn(producer, topic, body, count, seconds)
@@ -419,7 +406,7 @@ async def producer_row(
     except Exception as exc:
         row.error = describe(exc)
         return row
-    row.messages, row.seconds, row.payload = done.acked, done.seconds, done.acked * BODY
+    row.messages, row.seconds = done.acked, done.seconds
     row.producer_cpu = done.cpu
     if done.capped:
         row.notes.append("time cap")
@@ -497,7 +484,7 @@ def table(rows: list[Row]) -> str:
             r.workload,
             f"{r.messages:,}",
             f"{rate(r):,.0f}",
-            f"{r.payload / MIB / r.seconds:.2f}" if r.seconds > 0 else "",
+            f"{r.messages * BODY / MIB / r.seconds:.2f}" if r.seconds > 0 else "",
             "" if r.p50_ms is None else f"{r.p50_ms:.1f}",
             "" if r.p99_ms is None else f"{r.p99_ms:.1f}",
             pct(r.server_cpu, r.cpu_wall or r.seconds),

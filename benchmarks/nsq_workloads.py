@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_common import HOST, Meter, Server, describe, free_port, latency_ms
+from bench_common import HOST, Checklist, Meter, Server, describe, free_port, latency_ms
 from tidemq.nsq.client import Consumer, Message, Producer
 
 CHANNEL = "bench"
@@ -174,17 +174,13 @@ def stamped(seq: int, pad: bytes) -> bytes:
 # --- consuming ---------------------------------------------------------------------------------------
 
 
-class Recorder:
+class Recorder(Checklist):
     """The no-op handler: checks off sequence numbers and notes publish -> handler latency."""
 
-    def __init__(self, capacity: int) -> None:
-        self.seen = bytearray(capacity)
-        self.target = capacity
-        self.distinct = 0
-        self.duplicates = 0
+    def __init__(self, capacity: int, target: int | None = None) -> None:
+        super().__init__(capacity)
+        self.target = capacity if target is None else target
         self.redelivered = 0
-        self.foreign = 0
-        self.latencies_ns: list[int] = []
         self.last_ns = 0
         self.all_in = asyncio.Event()
 
@@ -198,17 +194,22 @@ class Recorder:
         except struct.error:
             self.foreign += 1
             return
-        if seq >= len(self.seen):
-            self.foreign += 1
-            return
-        if self.seen[seq]:
-            self.duplicates += 1
-            return
-        self.seen[seq] = 1
-        self.distinct += 1
-        self.latencies_ns.append(now - sent)
-        if self.distinct >= self.target:
+        if self.check(seq, now - sent) and self.distinct >= self.target:
             self.all_in.set()
+
+    def expect(self, count: int) -> None:
+        """Lower the target to what the producer got acknowledged (it may be there already)."""
+        self.target = count
+        if self.distinct >= count:
+            self.all_in.set()
+
+    async def all_arrived(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the target; whether it was reached."""
+        try:
+            await asyncio.wait_for(self.all_in.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
 
 async def channel_check(server: Nsqd, topic: str, row: Row) -> None:
@@ -307,17 +308,14 @@ async def drain_row(server: Nsqd, s: Settings, mif: int) -> Row:
     topic = f"drain_mif{mif}"
     pad = os.urandom(s.body - HEADER.size)
     sent = await preload(server, topic, pad, s.limits.backlog, s.limits.drain_seconds * 2)
-    recorder = Recorder(sent.acked + sent.failed)
-    recorder.target = sent.acked
+    recorder = Recorder(sent.acked + sent.failed, sent.acked)
     consumer = Consumer(topic, CHANNEL, max_in_flight=mif)
     consumer.add_handler(recorder.handle)
     meter = Meter(server)
     start_ns = time.monotonic_ns()
     try:
         await consumer.connect_to_nsqd(server.tcp)
-        try:
-            await asyncio.wait_for(recorder.all_in.wait(), s.limits.drain_seconds)
-        except TimeoutError:
+        if not await recorder.all_arrived(s.limits.drain_seconds):
             row.notes.append(f"time cap ({s.limits.drain_seconds:g} s): {recorder.distinct:,} drained")
         row.server_cpu, row.client_cpu, row.cpu_wall = meter.read()
     finally:
@@ -348,10 +346,6 @@ async def paced_row(server: Nsqd, s: Settings, mif: int) -> Row:
         meter = Meter(server)
         start = time.monotonic()
         start_ns = time.monotonic_ns()
-
-        def submit(seq: int) -> tuple[asyncio.Future[None], int]:
-            return producer.publish_async(topic, stamped(seq, pad)), 1
-
         full = 0  # times the window was full when the next publish was due
 
         async def paced() -> Pumped:
@@ -368,19 +362,16 @@ async def paced_row(server: Nsqd, s: Settings, mif: int) -> Row:
                 if len(pending) >= s.window:
                     full += 1
                     await settle(done, pending.popleft(), 1)
-                pending.append(submit(seq)[0])
+                pending.append(producer.publish_async(topic, stamped(seq, pad)))
             while pending:
                 await settle(done, pending.popleft(), 1)
             done.seconds = time.monotonic() - start
             return done
 
         sent = await asyncio.wait_for(paced(), s.limits.paced_seconds + SLACK)
-        recorder.target = sent.acked
-        if recorder.distinct < sent.acked:
-            try:
-                await asyncio.wait_for(recorder.all_in.wait(), s.limits.drain_seconds)
-            except TimeoutError:
-                row.notes.append(f"not drained {s.limits.drain_seconds:g} s after the last publish")
+        recorder.expect(sent.acked)
+        if not await recorder.all_arrived(s.limits.drain_seconds):
+            row.notes.append(f"not drained {s.limits.drain_seconds:g} s after the last publish")
         row.server_cpu, row.client_cpu, row.cpu_wall = meter.read()
     finally:
         await stop_consumer(consumer, row)

@@ -16,6 +16,7 @@ Usage: ``.venv/bin/python benchmarks/spark_bench.py [--rows N] [--quick]``
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import threading
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from bench_common import Server, arg_parser, machine
+from bench_common import MIB, Server, arg_parser, machine, md_row, with_server
 from tidemq.client.admin import Admin
 from tidemq.spark import local_session
 
@@ -52,7 +53,7 @@ class Row:
             f"{self.rows:,}",
             f"{self.seconds:.1f}",
             f"{rate:,.0f}",
-            f"{rate * BODY / 2**20:.2f}",
+            f"{rate * BODY / MIB:.2f}",
         ]
 
 
@@ -72,8 +73,6 @@ def timed(spark: SparkSession, name: str, rows: int, action: Callable[[], None],
 
 
 def create_topic(namesrv: str) -> None:
-    import asyncio
-
     async def run() -> None:
         async with Admin(namesrv) as admin:
             await admin.create_topic(TOPIC, QUEUES)
@@ -81,16 +80,9 @@ def create_topic(namesrv: str) -> None:
     asyncio.run(run())
 
 
-def main() -> None:
-    parser = arg_parser(__doc__, quick_help="100,000 rows")
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    args = parser.parse_args()
-    rows = 100_000 if args.quick else args.rows
-
+def bench(server: Server, rows: int) -> list[Row]:
+    namesrv = server.namesrv
     work = Path(tempfile.mkdtemp(prefix="tidemq-spark-bench-"))
-    server = Server("async")
-    server.start()
-    namesrv = f"127.0.0.1:{server.namesrv_port}"
     spark = local_session("tidemq-spark-bench", "local[2]", **{"spark.sql.shuffle.partitions": "4"})
     spark.sparkContext.setLogLevel("ERROR")
     results: list[Row] = []
@@ -140,17 +132,24 @@ def main() -> None:
         )
     finally:
         spark.stop()
-        server.stop()
         shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(server.workdir, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    parser = arg_parser(__doc__, quick_help="100,000 rows")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    rows = 100_000 if args.quick else args.rows
+
+    results = with_server(Server("async"), lambda server: bench(server, rows))
 
     print(machine())
     print(f"{rows:,} messages of {BODY} bytes, topic of {QUEUES} queues, Spark local[2]\n")
-    header = ["workload", "rows", "seconds", "rows/s", "MiB/s of bodies"]
-    print("| " + " | ".join(header) + " |")
+    print(md_row(["workload", "rows", "seconds", "rows/s", "MiB/s of bodies"]))
     print("|---|---:|---:|---:|---:|")
     for row in results:
-        print("| " + " | ".join(row.cells()) + " |")
+        print(md_row(row.cells()))
 
 
 if __name__ == "__main__":

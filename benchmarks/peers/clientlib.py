@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench_common import latency_ms
+from bench_common import Checklist, latency_ms
 
 BODY = 1024
 STAMP = struct.Struct("<QQ")
@@ -174,7 +174,7 @@ async def pump(spec: Spec, send: Send, flow: Flow) -> Flow:
 # --- consuming -------------------------------------------------------------------------------------------
 
 
-class Tally:
+class Tally(Checklist):
     """The consumer's record: distinct sequence numbers, duplicates and send -> receive latencies.
 
     It is done when every expected message arrived or its deadline passed.  The driver may lower the
@@ -183,13 +183,9 @@ class Tally:
     """
 
     def __init__(self, spec: Spec) -> None:
+        super().__init__(spec.count)
         self.live = spec.live
-        self.seen = bytearray(spec.count)
         self.expected = spec.count
-        self.distinct = 0
-        self.duplicates = 0
-        self.foreign = 0
-        self.latencies_ns: list[int] = []
         self.first_ns = 0
         self.last_ns = 0
         self.end_ns = 0
@@ -212,15 +208,7 @@ class Tally:
         except struct.error:
             self.foreign += 1
             return
-        if seq >= len(self.seen):
-            self.foreign += 1
-        elif self.seen[seq]:
-            self.duplicates += 1
-        else:
-            self.seen[seq] = 1
-            self.distinct += 1
-            if self.live:
-                self.latencies_ns.append(now - sent)
+        self.check(seq, now - sent if self.live else None)
 
     def done(self) -> bool:
         return self.distinct >= self.expected or time.monotonic() >= self.deadline

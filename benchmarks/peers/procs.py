@@ -254,8 +254,4 @@ class Child:
             self.proc.wait(10)
 
     def log_tail(self, chars: int = 800) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").strip()
-        except OSError:
-            return ""
-        return text[-chars:].replace("\n", " / ")
+        return log_tail(self.log_path, chars).strip().replace("\n", " / ")

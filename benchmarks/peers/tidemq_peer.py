@@ -63,7 +63,7 @@ class TidemqBroker(Broker):
         super().cleanup()
 
     def target(self) -> dict[str, Any]:
-        return {"namesrv": f"127.0.0.1:{self.server.namesrv_port}"}
+        return {"namesrv": self.server.namesrv}
 
     def settings(self) -> str:
         return (
