@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
-import subprocess
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support import RawClient, ServerProcess, run
+from tests.support import RawClient, ScriptRun, ServerProcess, run, run_script
 from tidemq.remoting.codes import ResponseCode
 
 HARNESS = Path(__file__).resolve().parent.parent / "interop" / "ali-ons"
@@ -34,60 +29,12 @@ def require_harness() -> None:
 
 
 QUEUES = 4
-# The harness' own --timeout (exit 2) fires first; the subprocess timeout is the hard backstop.
 HARNESS_TIMEOUT = 40
-HARD_MARGIN = 15
 
 
-@dataclass
-class NodeRun:
-    rc: int
-    records: list[dict[str, Any]]
-    stderr: str
-    argv: list[str]
-
-    def describe(self) -> str:
-        tail = self.stderr[-4000:]
-        return f"`{' '.join(self.argv[1:])}` exited {self.rc}, {len(self.records)} records; stderr:\n{tail}"
-
-
-def _parse(stdout: str) -> list[dict[str, Any]]:
-    records = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if line:
-            records.append(json.loads(line))  # stdout must carry JSON lines only
-    return records
-
-
-def node(script: str, timeout: int = HARNESS_TIMEOUT, **options: object) -> NodeRun:
+def node(script: str, timeout: int = HARNESS_TIMEOUT, **options: object) -> ScriptRun:
     """Run a harness script to completion; ``fail_first=3`` becomes ``--fail-first 3``."""
-    argv = [str(NODE), script, "--timeout", str(timeout)]
-    for name, value in options.items():
-        argv += ["--" + name.replace("_", "-"), str(value)]
-    try:
-        proc = subprocess.run(
-            argv, cwd=HARNESS, capture_output=True, text=True, timeout=timeout + HARD_MARGIN, check=False
-        )
-    except subprocess.TimeoutExpired as exc:  # subprocess.run kills the child before raising
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise AssertionError(
-            f"`{' '.join(argv[1:])}` hung past the hard timeout;"
-            f" stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
-        ) from None
-    return NodeRun(proc.returncode, _parse(proc.stdout), proc.stderr, argv)
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:10]}"
-
-
-def server_log(server: ServerProcess) -> str:
-    try:
-        return server.log_path.read_text(errors="replace")[-4000:]
-    except OSError:
-        return "(no server log)"
+    return run_script([str(NODE), script], timeout, cwd=HARNESS, **options)
 
 
 def create_topic(server: ServerProcess, topic: str, queues: int = QUEUES) -> None:

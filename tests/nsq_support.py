@@ -136,6 +136,18 @@ class RawNsq:
         if rdy:
             self.send("RDY", str(rdy))
 
+    async def drain(self, quiet: float, limit: int = 10_000) -> list[bytes]:
+        """FIN and collect message bodies until nothing arrives for ``quiet`` seconds."""
+        bodies: list[bytes] = []
+        while len(bodies) < limit:
+            try:
+                msg = await self.message(quiet)
+            except TimeoutError:
+                break
+            self.send("FIN", msg.id)
+            bodies.append(msg.body)
+        return bodies
+
     async def closed(self, timeout: float = 5.0) -> bool:
         """True once the server has closed the connection (after any frames it sent)."""
         try:

@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from tests.support import ServerProcess
 from tidemq.client import Message, MessageQueue, Producer
 from tidemq.client.admin import Admin
 from tidemq.spark import local_session
+
+STREAM_TIMEOUT_S = 240
 
 
 @pytest.fixture(scope="session")
@@ -117,6 +120,32 @@ def read_source(spark: SparkSession, server: ServerProcess, topic: str, **option
     for key, value in options.items():
         reader = reader.option(key, value)
     return sorted(reader.load().collect(), key=lambda r: (r.topic, r.queue, r.offset))
+
+
+def stream(spark: SparkSession, server: ServerProcess, topic: str, /, **options: str) -> DataFrame:
+    """The source as a streaming DataFrame; ``options`` may override ``namesrv`` and ``topic`` too."""
+    reader = spark.readStream.format("rocketmq").option("namesrv", server.namesrv).option("topic", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def run_available_now(query: StreamingQuery) -> StreamingQuery:
+    assert query.awaitTermination(STREAM_TIMEOUT_S), "the query did not finish in time"
+    if query.exception() is not None:
+        raise AssertionError(str(query.exception()))
+    return query
+
+
+def to_parquet(df: DataFrame, out: Path, checkpoint: Path) -> StreamingQuery:
+    """One AvailableNow run of ``df`` into a parquet sink, to its end."""
+    return run_available_now(
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
 
 
 def group_progress(server: ServerProcess, group: str) -> list[dict[str, Any]]:

@@ -1,14 +1,16 @@
-"""Test support: real server processes on free loopback ports, and a small raw remoting client."""
+"""Test support: real server processes on free loopback ports, a small raw remoting client, client scripts."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -268,6 +270,20 @@ class RawClient:
         msgs = list(iter_records(resp.body)) if resp.code == ResponseCode.SUCCESS else []
         return resp, msgs
 
+    async def drain(
+        self, topic: str, queue_id: int, *, group: str = "CG", max_pulls: int = 1000
+    ) -> list[MessageExt]:
+        """Every message of one queue from offset 0, pulled until the broker has nothing more."""
+        out: list[MessageExt] = []
+        offset = 0
+        for _ in range(max_pulls):
+            resp, msgs = await self.pull(topic, queue_id, offset, group=group)
+            if not msgs:
+                return out
+            out += msgs
+            offset = int(resp.ext_fields["nextBeginOffset"])
+        raise AssertionError(f"{topic}/{queue_id} did not drain in {max_pulls} pulls")
+
     async def heartbeat(
         self, group: str, topics: dict[str, str], model: str = "CLUSTERING"
     ) -> RemotingCommand:
@@ -298,3 +314,53 @@ class RawClient:
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def server_log(server: ServerProcess) -> str:
+    try:
+        return server.log_path.read_text(errors="replace")[-4000:]
+    except OSError:
+        return "(no server log)"
+
+
+# A client script's own --timeout (exit 2) fires first; the subprocess timeout is the hard backstop.
+HARD_MARGIN = 15
+
+
+@dataclass
+class ScriptRun:
+    rc: int
+    records: list[dict[str, Any]]
+    stderr: str
+    argv: list[str]
+
+    def describe(self) -> str:
+        tail = self.stderr[-4000:]
+        return f"`{' '.join(self.argv[1:])}` exited {self.rc}, {len(self.records)} records; stderr:\n{tail}"
+
+
+def run_script(argv: list[str], timeout: int, cwd: Path | None = None, **options: object) -> ScriptRun:
+    """Run an interop client script to completion; ``fail_first=3`` becomes ``--fail-first 3``.
+
+    The scripts print JSON lines only on stdout (logs go to stderr) and take ``--timeout`` seconds.
+    """
+    argv = [*argv, "--timeout", str(timeout)]
+    for name, value in options.items():
+        argv += ["--" + name.replace("_", "-"), str(value)]
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=timeout + HARD_MARGIN, check=False
+        )
+    except subprocess.TimeoutExpired as exc:  # subprocess.run kills the child before raising
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        raise AssertionError(
+            f"`{' '.join(argv[1:])}` hung past the hard timeout;"
+            f" stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
+        ) from None
+    records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    return ScriptRun(proc.returncode, records, proc.stderr, argv)

@@ -14,15 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.alions_support import (
-    QUEUES,
-    create_topic,
-    node,
-    require_harness,
-    server_log,
-    unique,
-)
-from tests.support import RawClient, ServerProcess, run
+from tests.alions_support import QUEUES, create_topic, node, require_harness
+from tests.support import RawClient, ServerProcess, run, server_log, unique
 from tidemq.remoting.codes import RequestCode, ResponseCode
 
 require_harness()
@@ -46,19 +39,10 @@ def raw_produce(server: ServerProcess, topic: str, items: list[tuple[str, str | 
 def raw_pull_all(server: ServerProcess, topic: str) -> list[Any]:
     async def go() -> list[Any]:
         c = await RawClient.open(server.broker)
-        out = []
         try:
-            for q in range(QUEUES):
-                offset = 0
-                while True:
-                    resp, msgs = await c.pull(topic, q, offset, group=unique("raw_reader"))
-                    if resp.code != ResponseCode.SUCCESS or not msgs:
-                        break
-                    out.extend(msgs)
-                    offset = int(resp.ext_fields["nextBeginOffset"])
+            return [m for q in range(QUEUES) for m in await c.drain(topic, q, group=unique("raw_reader"))]
         finally:
             c.close()
-        return out
 
     return run(go())
 

@@ -16,14 +16,8 @@ import asyncio
 import time
 from collections import Counter
 
-from tests.alions_support import (
-    create_topic,
-    node,
-    require_harness,
-    server_log,
-    unique,
-)
-from tests.support import RawClient, ServerProcess, run
+from tests.alions_support import create_topic, node, require_harness
+from tests.support import RawClient, ServerProcess, run, server_log, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel, PushConsumer
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.producer import Producer

@@ -24,14 +24,12 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.nsq_support import RawNsq
-from tests.support import ServerProcess, run
+from tests.support import ScriptRun, ServerProcess, run, run_script, server_log, unique
 from tidemq.nsq.protocol import Message
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,8 +38,7 @@ NSQJS_DIR = ROOT / "interop" / "nsqjs"
 CLIENTS = ["pynsq", "nsqjs"]
 COMPRESSIONS = ["none", "snappy", "deflate"]
 MSG_TIMEOUT_MS = 3000
-CLIENT_TIMEOUT = 40  # the scripts' own --timeout (exit 2) fires first
-HARD_MARGIN = 15
+CLIENT_TIMEOUT = 40
 MPUB_BATCH = 7
 
 #: How a consumer finds nsqd: option name and value of the client scripts, per discovery method.
@@ -82,42 +79,13 @@ def client(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@dataclass
-class ClientRun:
-    rc: int
-    records: list[dict[str, Any]]
-    stderr: str
-    argv: list[str]
-
-    def describe(self) -> str:
-        head = f"`{' '.join(self.argv)}` exited {self.rc}, {len(self.records)} records"
-        return f"{head}; stderr:\n{self.stderr[-4000:]}"
-
-
-def run_client(client: str, action: str, **options: object) -> ClientRun:
+def run_client(client: str, action: str, **options: object) -> ScriptRun:
     """Run one client script to completion; ``nsqd_tcp_address=x`` becomes ``--nsqd-tcp-address x``."""
     if client == "pynsq":
         argv = [sys.executable, str(PYNSQ_SCRIPT), action]
     else:
         argv = [str(shutil.which("node")), str(NSQJS_DIR / f"{action}.js")]
-    argv += ["--timeout", str(CLIENT_TIMEOUT)]
-    for name, value in options.items():
-        argv += ["--" + name.replace("_", "-"), str(value)]
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=CLIENT_TIMEOUT + HARD_MARGIN, check=False
-        )
-    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed the child
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise AssertionError(
-            f"`{' '.join(argv)}` hung past the hard timeout; stderr:\n{err[-4000:]}"
-        ) from None
-    records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    return ClientRun(proc.returncode, records, proc.stderr, argv)
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+    return run_script(argv, CLIENT_TIMEOUT, **options)
 
 
 def make_bodies(tag: str, count: int = 45) -> list[str]:
@@ -178,13 +146,6 @@ def raw_drain(addr: str, topic: str, channel: str, count: int, quiet: float) -> 
 
     result: list[Message] = run(go())
     return result
-
-
-def server_log(server: ServerProcess) -> str:
-    try:
-        return server.log_path.read_text(errors="replace")[-3000:]
-    except OSError:
-        return "(no server log)"
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)

@@ -159,21 +159,6 @@ async def eventually(check: Any, timeout: float = 10.0, what: str = "condition")
         await asyncio.sleep(0.1)
 
 
-async def drain(conn: RawNsq, quiet: float = 1.5, limit: int = 10_000) -> list[bytes]:
-    """FIN and collect message bodies until nothing arrives for ``quiet`` seconds."""
-    bodies: list[bytes] = []
-    while len(bodies) < limit:
-        try:
-            ftype, data = await conn.frame(quiet)
-        except TimeoutError:
-            break
-        assert ftype == FrameType.MESSAGE, (ftype, data[:200])
-        msg_id = data[10:26]
-        bodies.append(data[26:])
-        conn.send("FIN", msg_id)
-    return bodies
-
-
 # --- the table: code and fatality, description, accepted input --------------------------------------------
 
 
@@ -454,7 +439,7 @@ def test_identify_sample_rate_delivers_a_sample(limits: ServerProcess) -> None:
             await full.sub("sampled", "all", rdy=10)
             for start in range(0, total, 100):
                 assert await pub.mpub("sampled", [b"%04d" % i for i in range(start, start + 100)]) == b"OK"
-            got_sampled, got_full = await asyncio.gather(drain(sampled, quiet=2.0), drain(full, quiet=2.0))
+            got_sampled, got_full = await asyncio.gather(sampled.drain(2.0), full.drain(2.0))
             assert sorted(got_full) == [b"%04d" % i for i in range(total)], "sampling is per client"
             assert len(set(got_sampled)) == len(got_sampled)
             assert 120 <= len(got_sampled) <= 300, (
@@ -654,7 +639,7 @@ async def _overflow(server: ServerProcess, topic: str, channel: str, count: int 
         for i in range(count):
             assert await pub.pub(topic, b"%02d" % i) == b"OK"
         sub.send("RDY", "10")
-        return await drain(sub, quiet=1.5)
+        return await sub.drain(1.5)
     finally:
         sub.close()
         pub.close()

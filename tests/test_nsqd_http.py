@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from tests.nsq_support import RawNsq
-from tests.support import ServerProcess, wait_for
+from tests.support import ServerProcess, run, wait_for
 
 V1 = "nsq; version=1.0"
 
@@ -51,21 +51,6 @@ def channel_stats(server: ServerProcess, topic: str, channel: str) -> dict[str, 
     return next(c for c in topics[0]["channels"] if c["channel_name"] == channel)  # type: ignore[no-any-return]
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-async def drain(client: RawNsq, timeout: float = 0.7) -> list[bytes]:
-    bodies = []
-    try:
-        while True:
-            msg = await client.message(timeout=timeout)
-            client.send("FIN", msg.id)
-            bodies.append(msg.body)
-    except TimeoutError:
-        return bodies
-
-
 def test_ping_info_and_routing_errors(server: ServerProcess) -> None:
     status, headers, body = http(server, "GET", "/ping")
     assert (status, body) == (200, b"OK") and "X-NSQ-Content-Type" not in headers
@@ -87,7 +72,7 @@ def test_pub_and_mpub_deliver_over_tcp(server: ServerProcess) -> None:
     async def scenario() -> list[bytes]:
         sub = await RawNsq.open(server.nsqd)
         await sub.sub("h_pub", "c", rdy=50)
-        got = await drain(sub)
+        got = await sub.drain(0.7)
         sub.close()
         return got
 
@@ -166,7 +151,7 @@ def test_topic_backlog_empty(server: ServerProcess) -> None:
     async def scenario() -> list[bytes]:
         sub = await RawNsq.open(server.nsqd)
         await sub.sub("h_backlog", "c", rdy=10)
-        got = await drain(sub)
+        got = await sub.drain(0.7)
         sub.close()
         return got
 
@@ -180,10 +165,10 @@ def test_pause_and_unpause_stop_and_resume_delivery(server: ServerProcess) -> No
         for target in ("/topic/%s?topic=h_pause", "/channel/%s?topic=h_pause&channel=c"):
             await asyncio.to_thread(ok, server, "POST", target % "pause")
             await asyncio.to_thread(ok, server, "POST", "/pub?topic=h_pause", b"held")
-            assert await drain(sub, 0.7) == [], f"{target} paused still delivered"
+            assert await sub.drain(0.7) == [], f"{target} paused still delivered"
             assert (await asyncio.to_thread(channel_stats, server, "h_pause", "c"))["paused"] is True
             await asyncio.to_thread(ok, server, "POST", target % "unpause")
-            assert await drain(sub, 2.0) == [b"held"]
+            assert await sub.drain(2.0) == [b"held"]
         sub.close()
 
     run(scenario())

@@ -14,7 +14,7 @@ import trustme
 
 from tests.nsq_support import AuthServer, RawNsq, trusting
 from tests.nsq_support import tls_files as issue_tls_files
-from tests.support import ServerProcess
+from tests.support import ServerProcess, run
 
 EVERYTHING = {"topic": ".*", "channels": [".*"], "permissions": ["subscribe", "publish"]}
 SECRETS: dict[str, Any] = {
@@ -75,10 +75,6 @@ def nsqd(
     ).start()
     yield proc
     proc.stop()
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 async def authed(

@@ -16,15 +16,7 @@ from tidemq.client.producer import Producer
 
 async def _pull_all(addr: str, topic: str, queues: int = 4) -> list:  # type: ignore[type-arg]
     c = await RawClient.open(addr)
-    out = []
-    for q in range(queues):
-        offset = 0
-        while True:
-            resp, msgs = await c.pull(topic, q, offset)
-            if not msgs:
-                break
-            out += msgs
-            offset = int(resp.ext_fields["nextBeginOffset"])
+    out = [m for q in range(queues) for m in await c.drain(topic, q)]
     c.close()
     return out
 

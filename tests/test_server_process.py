@@ -17,18 +17,8 @@ from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.transport import RemotingError
 
 
-def _drain_queue(c: RawClient, topic: str, queue_id: int):  # type: ignore[no-untyped-def]
-    async def drain() -> list[bytes]:
-        out: list[bytes] = []
-        offset = 0
-        while True:
-            resp, msgs = await c.pull(topic, queue_id, offset)
-            if resp.code != ResponseCode.SUCCESS:
-                return out
-            out += [m.body for m in msgs]
-            offset = int(resp.ext_fields["nextBeginOffset"])
-
-    return drain()
+async def _drain_queue(c: RawClient, topic: str, queue_id: int) -> list[bytes]:
+    return [m.body for m in await c.drain(topic, queue_id)]
 
 
 def test_sigkill_during_sync_sends_loses_nothing_acknowledged(tmp_path: Path) -> None:

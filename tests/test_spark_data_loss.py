@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.spark_support import create_topic, publish_many, read_source, spark
+from tests.spark_support import create_topic, publish_many, read_source, spark, stream, to_parquet
 from tests.support import ServerProcess, run, wait_for
 from tidemq.client import api
 from tidemq.remoting.transport import connect
@@ -46,20 +46,8 @@ def min_offset(server: ServerProcess) -> int:
 
 
 def stream_to_parquet(spark: SparkSession, server: ServerProcess, out: Path, **options: str) -> None:
-    reader = spark.readStream.format("rocketmq").option("namesrv", server.namesrv).option("topic", TOPIC)
-    for key, value in {"startingOffsets": "earliest", **options}.items():
-        reader = reader.option(key, value)
-    query = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(out / "data"))
-        .option("checkpointLocation", str(out / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(240)
-    if query.exception() is not None:
-        raise AssertionError(str(query.exception()))
+    df = stream(spark, server, TOPIC, **{"startingOffsets": "earliest", **options})
+    to_parquet(df, out / "data", out / "checkpoint")
 
 
 @pytest.fixture(scope="module")

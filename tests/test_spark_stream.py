@@ -6,38 +6,20 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
 
-from tests.spark_support import create_topic, group_progress, publish_many, read_source, spark
+from tests.spark_support import (
+    create_topic,
+    group_progress,
+    publish_many,
+    read_source,
+    run_available_now,
+    spark,
+    stream,
+    to_parquet,
+)
 from tests.support import ServerProcess, free_port
 
 __all__ = ["spark"]
-
-TIMEOUT_S = 240
-
-
-def stream(spark: SparkSession, server: ServerProcess, topic: str, **options: str):  # type: ignore[no-untyped-def]
-    reader = spark.readStream.format("rocketmq").option("namesrv", server.namesrv).option("topic", topic)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
-def run_available_now(query: StreamingQuery) -> StreamingQuery:
-    assert query.awaitTermination(TIMEOUT_S), "the query did not finish in time"
-    if query.exception() is not None:
-        raise AssertionError(str(query.exception()))
-    return query
-
-
-def to_parquet(df, out: Path, checkpoint: Path) -> StreamingQuery:  # type: ignore[no-untyped-def]
-    return run_available_now(
-        df.writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
 
 
 def keys_in(spark: SparkSession, out: Path) -> list[tuple[int, int]]:
@@ -141,19 +123,9 @@ def test_stream_errors_name_the_option(spark: SparkSession, server: ServerProces
     ]
     create_topic(server, "SparkStreamBad", 1)
     for i, (options, needle) in enumerate(bad):
-        reader = spark.readStream.format("rocketmq").option("namesrv", server.namesrv)
-        reader = reader.option("topic", "SparkStreamBad")
-        for key, value in options.items():
-            reader = reader.option(key, value)
         with pytest.raises(Exception) as info:
-            query = (
-                reader.load()
-                .writeStream.format("parquet")
-                .option("path", str(tmp_path / f"out{i}"))
-                .option("checkpointLocation", str(tmp_path / f"cp{i}"))
-                .trigger(availableNow=True)
-                .start()
+            to_parquet(
+                stream(spark, server, "SparkStreamBad", **options), tmp_path / f"out{i}", tmp_path / f"cp{i}"
             )
-            run_available_now(query)
         assert needle in str(info.value), str(info.value)
         assert not list((tmp_path / f"out{i}").glob("part-*"))

@@ -261,13 +261,13 @@ def test_offset_table_persists_off_the_loop_and_never_goes_back(tmp_path: Path) 
         table.set("T@g", 0, 5)
         loop_thread = threading.get_ident()
         writers: list[int] = []
-        original = table._write
+        original = table._file.write
 
         def recording_write(number: int, snapshot: dict[str, object]) -> None:
             writers.append(threading.get_ident())
             original(number, snapshot)
 
-        table._write = recording_write  # type: ignore[method-assign]
+        table._file.write = recording_write  # type: ignore[method-assign]
         await table.persist_off_loop()
         assert writers and loop_thread not in writers, "the periodic write ran on the event loop"
         assert OffsetTable(path, "offsetTable").get("T@g", 0) == 5
@@ -277,7 +277,8 @@ def test_offset_table_persists_off_the_loop_and_never_goes_back(tmp_path: Path) 
         assert writers == [], "nothing changed, nothing written"
 
         table.set("T@g", 0, 7)
-        late = table._take()  # a periodic snapshot whose write is slow to run
+        table.dirty = False
+        late = table._file.take(table.snapshot())  # a periodic snapshot whose write is slow to run
         table.set("T@g", 0, 9)
         table.persist(force=True)  # close-time persist: the newest
         original(*late)
