@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from tidemq.cli.nsq_options import host_port
+from tidemq.cli.nsq_options import Decorator, host_port
 from tidemq.cli.servers import config_option, run_plan
 from tidemq.embedded import ServerPlan
 from tidemq.nsq.client import parse_duration
@@ -27,6 +27,18 @@ def _duration(ctx: click.Context, param: click.Parameter, value: Any) -> float:
     return seconds
 
 
+def _duration_option(flag: str, default: str, help_text: str) -> Decorator:
+    return click.option(
+        flag,
+        type=click.UNPROCESSED,
+        metavar="DURATION",
+        callback=_duration,
+        default=default,
+        show_default=True,
+        help=help_text,
+    )
+
+
 def register(main: click.Group) -> None:
     @main.command("nsqlookupd")
     @config_option()
@@ -37,23 +49,13 @@ def register(main: click.Group) -> None:
         default="",
         help="Address of this lookupd that nsqd is told about [default: the hostname].",
     )
-    @click.option(
+    @_duration_option(
         "--inactive-producer-timeout",
-        type=click.UNPROCESSED,
-        metavar="DURATION",
-        callback=_duration,
-        default="300s",
-        show_default=True,
-        help="Hide an nsqd from /lookup and /nodes this long after its last ping.",
+        "300s",
+        "Hide an nsqd from /lookup and /nodes this long after its last ping.",
     )
-    @click.option(
-        "--tombstone-lifetime",
-        type=click.UNPROCESSED,
-        metavar="DURATION",
-        callback=_duration,
-        default="45s",
-        show_default=True,
-        help="How long a tombstoned producer stays hidden from /lookup.",
+    @_duration_option(
+        "--tombstone-lifetime", "45s", "How long a tombstoned producer stays hidden from /lookup."
     )
     def nsqlookupd(
         tcp_address: str,

@@ -9,6 +9,7 @@ import click
 
 from tidemq.nsq.config import NsqdConfig, TLSRequired
 
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 ANY_HOST = ("", "0.0.0.0", "::")
 TLS_REQUIRED = {"false": TLSRequired.NO, "tcp-https": TLSRequired.EXCEPT_HTTP, "true": TLSRequired.YES}
 
@@ -23,58 +24,63 @@ def host_port(value: str, option: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-def nsq_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option(
-            "--msg-timeout",
-            "msg_timeout_ms",
-            type=click.IntRange(min=1000),
-            default=60_000,
-            show_default=True,
-            help="NSQ: in-flight timeout (ms).",
-        ),
-        click.option("--max-msg-size", type=click.IntRange(min=1), default=1_048_576, show_default=True),
-        click.option("--max-body-size", type=click.IntRange(min=1), default=5_242_880, show_default=True),
-        click.option("--max-rdy-count", type=click.IntRange(min=1), default=2500, show_default=True),
-        click.option(
-            "--mem-queue-size",
-            type=click.IntRange(min=0),
-            default=10_000,
-            show_default=True,
-            help="NSQ: messages an #ephemeral channel keeps before dropping.",
-        ),
-        click.option("--max-channel-consumers", type=click.IntRange(min=0), default=0, show_default=True),
-        click.option(
-            "--broadcast-address", default="", help="NSQ: address given to lookupd [default: hostname]."
-        ),
-        click.option(
-            "--lookupd-tcp-address",
-            "lookupd_tcp_addresses",
-            multiple=True,
-            help="NSQ: nsqlookupd TCP address to register with (repeatable).",
-        ),
-        click.option(
-            "--auth-http-address",
-            "auth_http_addresses",
-            multiple=True,
-            help="NSQ: auth server HOST:PORT or URL; enables AUTH (repeatable).",
-        ),
-        click.option("--tls-cert", default="", help="NSQ: certificate file; enables TLS."),
-        click.option("--tls-key", default="", help="NSQ: private key file."),
-        click.option("--tls-root-ca-file", default="", help="NSQ: CA to verify client certificates with."),
-        click.option(
-            "--tls-client-auth-policy", type=click.Choice(["", "require", "require-verify"]), default=""
-        ),
-        click.option(
-            "--tls-required", type=click.Choice(list(TLS_REQUIRED)), default="false", show_default=True
-        ),
-        click.option("--snappy/--no-snappy", default=True, show_default=True),
-        click.option("--deflate/--no-deflate", default=True, show_default=True),
-        click.option("--max-deflate-level", type=click.IntRange(1, 9), default=6, show_default=True),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+def option_group(*options: Decorator) -> Decorator:
+    """Several click options as one decorator; ``--help`` lists them in the order given."""
+
+    def apply(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+nsq_options = option_group(
+    click.option(
+        "--msg-timeout",
+        "msg_timeout_ms",
+        type=click.IntRange(min=1000),
+        default=60_000,
+        show_default=True,
+        help="NSQ: in-flight timeout (ms).",
+    ),
+    click.option("--max-msg-size", type=click.IntRange(min=1), default=1_048_576, show_default=True),
+    click.option("--max-body-size", type=click.IntRange(min=1), default=5_242_880, show_default=True),
+    click.option("--max-rdy-count", type=click.IntRange(min=1), default=2500, show_default=True),
+    click.option(
+        "--mem-queue-size",
+        type=click.IntRange(min=0),
+        default=10_000,
+        show_default=True,
+        help="NSQ: messages an #ephemeral channel keeps before dropping.",
+    ),
+    click.option("--max-channel-consumers", type=click.IntRange(min=0), default=0, show_default=True),
+    click.option(
+        "--broadcast-address", default="", help="NSQ: address given to lookupd [default: hostname]."
+    ),
+    click.option(
+        "--lookupd-tcp-address",
+        "lookupd_tcp_addresses",
+        multiple=True,
+        help="NSQ: nsqlookupd TCP address to register with (repeatable).",
+    ),
+    click.option(
+        "--auth-http-address",
+        "auth_http_addresses",
+        multiple=True,
+        help="NSQ: auth server HOST:PORT or URL; enables AUTH (repeatable).",
+    ),
+    click.option("--tls-cert", default="", help="NSQ: certificate file; enables TLS."),
+    click.option("--tls-key", default="", help="NSQ: private key file."),
+    click.option("--tls-root-ca-file", default="", help="NSQ: CA to verify client certificates with."),
+    click.option(
+        "--tls-client-auth-policy", type=click.Choice(["", "require", "require-verify"]), default=""
+    ),
+    click.option("--tls-required", type=click.Choice(list(TLS_REQUIRED)), default="false", show_default=True),
+    click.option("--snappy/--no-snappy", default=True, show_default=True),
+    click.option("--deflate/--no-deflate", default=True, show_default=True),
+    click.option("--max-deflate-level", type=click.IntRange(1, 9), default=6, show_default=True),
+)
 
 
 def nsqd_config(host: str, tcp_port: int, http_port: int | None, opts: dict[str, Any]) -> NsqdConfig:

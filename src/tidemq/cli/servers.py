@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import ssl
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +12,10 @@ import click
 
 from tidemq.address import is_host_port
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
-from tidemq.cli.nsq_options import host_port, nsq_options, nsqd_config
+from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_config, option_group
 from tidemq.embedded import ServerPlan, serve
 from tidemq.nsq.lookupd import LookupdConfig
 from tidemq.store import FlushMode, StoreConfig, StoreError
-
-Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def config_option() -> Decorator:
@@ -34,59 +31,49 @@ def config_option() -> Decorator:
     )
 
 
-def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option(
-            "--data-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            default=Path("tidemq-data"),
-            show_default=True,
-            help="Where the log, queues and metadata live.",
-        ),
-        click.option(
-            "--flush",
-            type=click.Choice(["async", "sync"]),
-            default="async",
-            show_default=True,
-            help="sync: a send is acknowledged only after fsync.",
-        ),
-        click.option(
-            "--segment-size",
-            type=click.IntRange(min=64 * 1024),
-            default=1024**3,
-            show_default=True,
-            help="Commit-log segment size in bytes.",
-        ),
-        click.option(
-            "--retention-hours",
-            type=click.FloatRange(min=0, min_open=True),
-            default=72.0,
-            show_default=True,
-            help="Delete whole segments older than this.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def _broker_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option("--broker-port", type=click.IntRange(0, 65535), default=10911, show_default=True),
-        click.option("--broker-name", default="broker-a", show_default=True),
-        click.option("--cluster", default="DefaultCluster", show_default=True),
-        click.option(
-            "--advertise", default=None, help="Host clients use to reach the broker [default: --listen]."
-        ),
-        click.option("--auto-create-topic/--no-auto-create-topic", default=True, show_default=True),
-        click.option(
-            "--max-message-size", type=click.IntRange(min=1), default=4 * 1024 * 1024, show_default=True
-        ),
-        click.option("--delay-levels", default=None, help='Delay levels, e.g. "1s 5s 10s 30s 1m".'),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+_store_options = option_group(
+    click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path("tidemq-data"),
+        show_default=True,
+        help="Where the log, queues and metadata live.",
+    ),
+    click.option(
+        "--flush",
+        type=click.Choice(["async", "sync"]),
+        default="async",
+        show_default=True,
+        help="sync: a send is acknowledged only after fsync.",
+    ),
+    click.option(
+        "--segment-size",
+        type=click.IntRange(min=64 * 1024),
+        default=1024**3,
+        show_default=True,
+        help="Commit-log segment size in bytes.",
+    ),
+    click.option(
+        "--retention-hours",
+        type=click.FloatRange(min=0, min_open=True),
+        default=72.0,
+        show_default=True,
+        help="Delete whole segments older than this.",
+    ),
+)
+_broker_options = option_group(
+    click.option("--broker-port", type=click.IntRange(0, 65535), default=10911, show_default=True),
+    click.option("--broker-name", default="broker-a", show_default=True),
+    click.option("--cluster", default="DefaultCluster", show_default=True),
+    click.option(
+        "--advertise", default=None, help="Host clients use to reach the broker [default: --listen]."
+    ),
+    click.option("--auto-create-topic/--no-auto-create-topic", default=True, show_default=True),
+    click.option(
+        "--max-message-size", type=click.IntRange(min=1), default=4 * 1024 * 1024, show_default=True
+    ),
+    click.option("--delay-levels", default=None, help='Delay levels, e.g. "1s 5s 10s 30s 1m".'),
+)
 
 
 def _store_config(data_dir: Path, flush: str, segment_size: int, retention_hours: float) -> StoreConfig:

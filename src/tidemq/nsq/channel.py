@@ -75,7 +75,6 @@ class ChannelStats:
     message_count: int = 0
     requeue_count: int = 0
     timeout_count: int = 0
-    finish_count: int = 0
 
 
 class Channel:
@@ -238,7 +237,6 @@ class Channel:
         del self.in_flight[msg_id]
         client.in_flight -= 1
         self.attempts.pop(entry.offset, None)
-        self.stats.finish_count += 1
         self.pump()
         return None
 
@@ -269,8 +267,8 @@ class Channel:
 
     # --- timers --------------------------------------------------------------------------------------
 
-    def process_timers(self) -> bool:
-        """Requeue timed-out in-flight messages and release due deferred ones; True if anything moved."""
+    def process_timers(self) -> None:
+        """Requeue timed-out in-flight messages and release due deferred ones."""
         moved = False
         now = time.monotonic()
         while self._deadlines and self._deadlines[0][0] <= now:
@@ -291,7 +289,6 @@ class Channel:
             moved = True
         if moved:
             self.pump()
-        return moved
 
     # --- membership and administration ------------------------------------------------------------------
 

@@ -122,6 +122,10 @@ class NsqConnection(asyncio.Protocol):
     # --- output ---------------------------------------------------------------------------------------
 
     @property
+    def remote_ip(self) -> str:
+        return self.remote.rsplit(":", 1)[0]
+
+    @property
     def receiving(self) -> bool:
         return self.state is State.SUBSCRIBED and not self._closed
 
@@ -224,7 +228,7 @@ class NsqConnection(asyncio.Protocol):
 
     async def identify(self, cmd: Command) -> None:
         self._require_state(cmd, State.INIT)
-        n = identify.negotiate(cmd.body or b"", self.nsqd.config, self.remote.rsplit(":", 1)[0])
+        n = identify.negotiate(cmd.body or b"", self.nsqd.config, self.remote_ip)
         self.client_id, self.hostname, self.user_agent = n.client_id, n.hostname, n.user_agent
         self.msg_timeout_ms, self.sample_rate = n.msg_timeout_ms, n.sample_rate
         if not self._identified:
@@ -292,10 +296,9 @@ class NsqConnection(asyncio.Protocol):
         self.send_response(orjson.dumps(reply))
 
     async def _authenticate(self) -> AuthState:
-        remote_ip = self.remote.rsplit(":", 1)[0]
         try:
             state = await self.nsqd.authenticator.authenticate(
-                self._auth_secret, remote_ip, self.tls, self.common_name
+                self._auth_secret, self.remote_ip, self.tls, self.common_name
             )
         except AuthError:
             raise NSQError("E_AUTH_FAILED", "AUTH failed") from None  # details stay in our log

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
-JSON_TYPE = "application/json; charset=utf-8"
 NSQD_KEY: web.AppKey[Nsqd] = web.AppKey("nsqd")
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -79,26 +78,29 @@ def _nsqd(request: web.Request) -> Nsqd:
     return request.app[NSQD_KEY]
 
 
+def _arg(request: web.Request, name: str) -> str:
+    value = request.query.get(name)
+    if value is None:
+        raise ApiError(400, f"MISSING_ARG_{name.upper()}")
+    return value
+
+
 def _topic_name(request: web.Request, invalid: str = "INVALID_TOPIC") -> str:
-    name = request.query.get("topic")
-    if name is None:
-        raise ApiError(400, "MISSING_ARG_TOPIC")
+    name = _arg(request, "topic")
     if not valid_name(name):
         raise ApiError(400, invalid)
     return name
 
 
 def _channel_name(request: web.Request) -> str:
-    name = request.query.get("channel")
-    if name is None:
-        raise ApiError(400, "MISSING_ARG_CHANNEL")
+    name = _arg(request, "channel")
     if not valid_name(name):
         raise ApiError(400, "INVALID_ARG_CHANNEL")
     return name
 
 
-def _existing_topic(request: web.Request, invalid: str = "INVALID_TOPIC") -> Topic:
-    topic = _nsqd(request).existing_topic(_topic_name(request, invalid))
+def _find_topic(request: web.Request, name: str) -> Topic:
+    topic = _nsqd(request).existing_topic(name)
     if topic is None:
         raise ApiError(404, "TOPIC_NOT_FOUND")
     return topic
@@ -108,10 +110,7 @@ def _channel_args(request: web.Request) -> tuple[Topic, str]:
     """The channel endpoints' ``topic`` (which must exist) and ``channel``, checked in nsqd's order."""
     topic_name = _topic_name(request, "INVALID_ARG_TOPIC")
     channel_name = _channel_name(request)
-    topic = _nsqd(request).existing_topic(topic_name)
-    if topic is None:
-        raise ApiError(404, "TOPIC_NOT_FOUND")
-    return topic, channel_name
+    return _find_topic(request, topic_name), channel_name
 
 
 def _existing_channel(request: web.Request) -> tuple[Topic, Channel]:
@@ -217,26 +216,19 @@ async def topic_create(request: web.Request) -> web.Response:
 
 
 async def topic_delete(request: web.Request) -> web.Response:
-    name = request.query.get("topic")
-    if name is None:
-        raise ApiError(400, "MISSING_ARG_TOPIC")
-    if not _nsqd(request).delete_topic(name):
+    if not _nsqd(request).delete_topic(_arg(request, "topic")):
         raise ApiError(404, "TOPIC_NOT_FOUND")
     return v1_text()
 
 
 async def topic_empty(request: web.Request) -> web.Response:
-    _existing_topic(request).empty()
+    _find_topic(request, _topic_name(request)).empty()
     return v1_text()
 
 
 def _topic_pause(paused: bool) -> Handler:
     async def handler(request: web.Request) -> web.Response:
-        if "topic" not in request.query:
-            raise ApiError(400, "MISSING_ARG_TOPIC")
-        topic = _nsqd(request).existing_topic(request.query["topic"])
-        if topic is None:
-            raise ApiError(404, "TOPIC_NOT_FOUND")
+        topic = _find_topic(request, _arg(request, "topic"))
         _nsqd(request).set_paused(topic, None, paused)
         return v1_text()
 

@@ -30,6 +30,11 @@ _SIZE = struct.Struct(">i")
 Registrations = Callable[[], list[tuple[str, str | None]]]
 
 
+def _registration(verb: str, topic: str, channel: str | None) -> bytes:
+    """REGISTER or UNREGISTER of a topic, or of one of its channels."""
+    return encode_command(verb, topic, *([channel] if channel else []))
+
+
 class LookupdError(Exception):
     """A lookupd peer failed: unreachable, timed out, closed, or answered with an error."""
 
@@ -151,7 +156,7 @@ class LookupPeer:
         if not self.info["broadcast_address"]:
             log.error("lookupd %s: its IDENTIFY answer has no broadcast address", self.addr)
         for topic, channel in registrar.registrations():
-            await self._roundtrip(encode_command("REGISTER", topic, *([channel] if channel else [])))
+            await self._roundtrip(_registration("REGISTER", topic, channel))
         self.connects += 1
         self._backoff, self._retry_at, self._retry_pending = 0.0, 0.0, False
         if self._in_outage:
@@ -261,10 +266,10 @@ class LookupdRegistrar:
             await peer.close()
 
     def register(self, topic: str, channel: str | None = None) -> None:
-        self._broadcast(encode_command("REGISTER", topic, *([channel] if channel else [])))
+        self._broadcast(_registration("REGISTER", topic, channel))
 
     def unregister(self, topic: str, channel: str | None = None) -> None:
-        self._broadcast(encode_command("UNREGISTER", topic, *([channel] if channel else [])))
+        self._broadcast(_registration("UNREGISTER", topic, channel))
 
     def _broadcast(self, command: bytes) -> None:
         for peer in self.peers.values():

@@ -134,8 +134,8 @@ class NsqdConn:
         self.last_rdy_time = 0.0
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._encoder: StreamCompression | None = None
-        self._decoder: StreamCompression | None = None
+        #: One object compresses what we write and decompresses what we read (spec 1.8).
+        self._compression: StreamCompression | None = None
         max_frame = config.max_msg_size + _MESSAGE_OVERHEAD if config.max_msg_size > 0 else DEFAULT_MAX_FRAME
         self._max_frame = max_frame
         self._parser = FrameParser(max_frame)
@@ -232,8 +232,7 @@ class NsqdConn:
             )
             await self._expect_ok("TLS")
         if resp.deflate or resp.snappy:
-            codec: StreamCompression = Deflate(self.config.deflate_level) if resp.deflate else Snappy()
-            self._encoder = self._decoder = codec
+            self._compression = Deflate(self.config.deflate_level) if resp.deflate else Snappy()
             await self._expect_ok("deflate" if resp.deflate else "snappy")
         if resp.auth_required:
             await self._authenticate()
@@ -271,7 +270,7 @@ class NsqdConn:
         """One frame during bootstrap: exact reads while plaintext, decoded chunks once compressed."""
         assert self._reader is not None
         async with asyncio.timeout(self.config.read_timeout):
-            if self._decoder is None:
+            if self._compression is None:
                 raw = await self._reader.readexactly(4)
                 (size,) = _SIZE.unpack(raw)
                 self._check_size(size)
@@ -281,7 +280,7 @@ class NsqdConn:
                 chunk = await self._reader.read(READ_CHUNK)
                 if not chunk:
                     raise EOFError("connection closed")
-                self._frames.extend(self._feed(self._decoder.decompress(chunk)))
+                self._frames.extend(self._feed(self._compression.decompress(chunk)))
             return self._frames.popleft()
 
     def _check_size(self, size: int) -> None:
@@ -312,8 +311,8 @@ class NsqdConn:
                     if not self._closed:
                         log.info("%s: connection closed by nsqd", self.addr)
                     break
-                if self._decoder is not None:
-                    chunk = self._decoder.decompress(chunk)
+                if self._compression is not None:
+                    chunk = self._compression.decompress(chunk)
                 for ftype, data in self._feed(chunk):
                     if self.is_closed:  # a delegate closed it: the rest is moot
                         break
@@ -357,8 +356,8 @@ class NsqdConn:
 
     def _write_now(self, data: Bytes) -> None:
         assert self._writer is not None
-        if self._encoder is not None:
-            data = self._encoder.compress(data)
+        if self._compression is not None:
+            data = self._compression.compress(data)
         self._writer.write(data)
 
     @property

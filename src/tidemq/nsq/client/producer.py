@@ -172,25 +172,26 @@ class Producer:
 
     # --- ConnDelegate ---------------------------------------------------------------------------------
 
-    def on_response(self, conn: NsqdConn, data: bytes) -> None:
+    def _answered(self, conn: NsqdConn, what: str, data: bytes) -> asyncio.Future[None] | None:
+        """The oldest publish, which this reply answers; None for a stale connection or a reply to nothing
+        (which closes the connection: the pairing of replies to publishes is lost)."""
         if conn is not self._conn:
-            return
+            return None
         if not self._transactions:
-            log.error("(%s) response %r with nothing outstanding; closing", self.addr, data[:100])
+            log.error("(%s) %s %r with nothing outstanding; closing", self.addr, what, data[:100])
             conn.close()
-            return
-        future = self._transactions.popleft()
-        if not future.done():
+            return None
+        return self._transactions.popleft()
+
+    def on_response(self, conn: NsqdConn, data: bytes) -> None:
+        future = self._answered(conn, "response", data)
+        if future is not None and not future.done():
             future.set_result(None)
 
     def on_error(self, conn: NsqdConn, data: bytes) -> None:
-        if conn is not self._conn:
+        future = self._answered(conn, "error", data)
+        if future is None:
             return
-        if not self._transactions:
-            log.error("(%s) error %r with nothing outstanding; closing", self.addr, data[:100])
-            conn.close()
-            return
-        future = self._transactions.popleft()
         error = ProtocolError.from_frame(data)
         if not future.done():
             future.set_exception(error)

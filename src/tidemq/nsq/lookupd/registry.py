@@ -127,9 +127,8 @@ class RegistrationDB:
     def lookup_registrations(self, peer_id: str) -> list[Registration]:
         return [reg for reg, producers in self._map.items() if peer_id in producers]
 
-    def is_tombstoned(self, producer: Producer, lifetime_s: float | None = None) -> bool:
-        lifetime = self.tombstone_lifetime_s if lifetime_s is None else lifetime_s
-        return producer.tombstoned and self.now() - producer.tombstoned_at < lifetime
+    def is_tombstoned(self, producer: Producer) -> bool:
+        return producer.tombstoned and self.now() - producer.tombstoned_at < self.tombstone_lifetime_s
 
     def is_active(self, producer: Producer) -> bool:
         return self.now() - producer.peer.last_update <= self.inactive_producer_timeout_s
