@@ -13,6 +13,7 @@ import socket
 import ssl
 import time
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -27,7 +28,7 @@ from tidemq.nsq.protocol import NSQError
 from tidemq.remoting.message import encode_properties, encode_record
 from tidemq.store import FlushMode, MessageStore, StoreError
 from tidemq.store.message_store import AppendRequest
-from tidemq.store.metadata import read_json, write_json_atomic
+from tidemq.store.metadata import JsonSnapshots, read_json
 
 log = logging.getLogger(__name__)
 PERSIST_INTERVAL_S = 1.0
@@ -51,6 +52,7 @@ class Nsqd:
             config.http_client_request_timeout_s,
         )
         self._meta_path = Path(store.config.data_dir) / "nsq" / "nsqd.json"
+        self._state_file = JsonSnapshots(self._meta_path)
         self._server: asyncio.Server | None = None
         self._http: web.AppRunner | None = None
         self.registrar: LookupdRegistrar | None = None
@@ -85,8 +87,12 @@ class Nsqd:
                 self.store.delete_topic(orphan)
 
     def persist(self) -> None:
+        """Write topic and channel state now, on the loop (at close, and when a pause must stick)."""
+        self._state_file.write_now(self._state())
+
+    def _state(self) -> dict[str, Any]:
         topics = [t.snapshot() for t in self.topics.values() if not t.ephemeral]
-        write_json_atomic(self._meta_path, {"topics": topics, "version": "1.3.0"})
+        return {"topics": topics, "version": VERSION}
 
     # --- topics and channels --------------------------------------------------------------------------
 
@@ -253,15 +259,9 @@ class Nsqd:
             await site.start()
             self.config.http_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._tasks = [asyncio.create_task(self._scan_loop()), asyncio.create_task(self._persist_loop())]
-        cfg = self.config
-        identity = {
-            "version": VERSION,
-            "tcp_port": cfg.tcp_port,
-            "http_port": cfg.http_port if cfg.http_port is not None else -1,
-            "hostname": socket.gethostname(),
-            "broadcast_address": cfg.broadcast_host,
-        }
-        self.registrar = LookupdRegistrar(cfg.lookupd_tcp_addresses, identity, self.registrations)
+        info = self.info()
+        identity = {k: info[k] for k in ("version", "tcp_port", "http_port", "hostname", "broadcast_address")}
+        self.registrar = LookupdRegistrar(self.config.lookupd_tcp_addresses, identity, self.registrations)
         await self.registrar.start()
         for topic in self.topics.values():
             topic.pump()
@@ -281,10 +281,15 @@ class Nsqd:
                     channel.process_timers()
 
     async def _persist_loop(self) -> None:
+        """The periodic persist: the snapshot is taken on the loop, the write and its fsync happen on a
+        worker thread (so no request waits on the disk), and an unchanged state is not written again."""
         while True:
             await asyncio.sleep(PERSIST_INTERVAL_S)
+            state = self._state()
+            if state == self._state_file.last:
+                continue
             try:
-                self.persist()
+                await self._state_file.write_off_loop(state)
             except OSError as exc:
                 log.error("nsqd: persisting topic and channel state failed: %s", exc)
 

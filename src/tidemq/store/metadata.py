@@ -40,6 +40,37 @@ def read_json(path: Path, default: Any) -> Any:
         return default
 
 
+class JsonSnapshots:
+    """One JSON file replaced by numbered snapshots, written now (on the caller's thread) or on a worker
+    thread so an event loop never waits on the disk; a snapshot taken earlier but written later never
+    replaces a newer one (the close-time write races the last periodic one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        #: The value of the newest snapshot written, for callers that skip writing an unchanged state.
+        self.last: Any = None
+        self._lock = threading.Lock()
+        self._taken = 0
+        self._written = 0
+
+    def take(self, value: Any) -> tuple[int, Any]:
+        self._taken += 1
+        return self._taken, value
+
+    def write(self, number: int, value: Any) -> None:
+        with self._lock:
+            if number > self._written:
+                write_json_atomic(self.path, value)
+                self._written, self.last = number, value
+
+    def write_now(self, value: Any) -> None:
+        self.write(*self.take(value))
+
+    async def write_off_loop(self, value: Any) -> None:
+        """``value`` is a snapshot already taken on the loop; only the write and its fsync move."""
+        await asyncio.to_thread(self.write, *self.take(value))
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
@@ -186,9 +217,7 @@ class OffsetTable:
             key: {int(q): int(o) for q, o in queues.items()} for key, queues in raw.items()
         }
         self.dirty = False
-        self._lock = threading.Lock()
-        self._taken = 0  # snapshots taken, so an older one finishing late never overwrites a newer one
-        self._written = 0
+        self._file = JsonSnapshots(path)
 
     def get(self, key: str, queue_id: int) -> int | None:
         return self.table.get(key, {}).get(queue_id)
@@ -207,25 +236,16 @@ class OffsetTable:
 
     def persist(self, force: bool = False) -> None:
         if self.dirty or force:
-            self._write(*self._take())
+            self.dirty = False
+            self._file.write_now(self.snapshot())
 
     async def persist_off_loop(self) -> None:
         """The periodic persist: the snapshot is taken on the loop, the write and its fsync happen on a
         worker thread, so the loop (and every request it serves) never waits on the disk."""
         if self.dirty:
+            self.dirty = False
             try:
-                await asyncio.to_thread(self._write, *self._take())
+                await self._file.write_off_loop(self.snapshot())
             except OSError:
                 self.dirty = True
                 raise
-
-    def _take(self) -> tuple[int, dict[str, Any]]:
-        self.dirty = False
-        self._taken += 1
-        return self._taken, self.snapshot()
-
-    def _write(self, number: int, snapshot: dict[str, Any]) -> None:
-        with self._lock:
-            if number > self._written:
-                write_json_atomic(self.path, snapshot)
-                self._written = number
