@@ -9,7 +9,7 @@ import logging
 import ssl
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import orjson
 
@@ -85,8 +85,7 @@ class NsqConnection(asyncio.Protocol):
     # --- asyncio.Protocol -----------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else ""
         self.client_id = self.hostname = peer[0] if peer else ""
@@ -264,8 +263,7 @@ class NsqConnection(asyncio.Protocol):
             self._output.held = False
         if transport is None:
             raise NSQError("E_IDENTIFY_FAILED", "IDENTIFY failed: connection closed during TLS handshake")
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         self.tls = True
 
     @property

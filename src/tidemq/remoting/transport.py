@@ -12,7 +12,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from tidemq.aio import Bytes, OutputBuffer, cancel_and_wait
 from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
@@ -98,8 +98,7 @@ class RemotingConnection(asyncio.Protocol):
     # --- asyncio.Protocol ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         peer = transport.get_extra_info("peername")
         local = transport.get_extra_info("sockname")
         if peer:

@@ -11,7 +11,7 @@ import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -127,8 +127,7 @@ class LookupConnection(asyncio.Protocol):
         self.peer: PeerInfo | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         peer = transport.get_extra_info("peername")
         self.remote = join_host_port(peer[0], peer[1]) if peer else ""
         self.lookupd.connections.add(self)
