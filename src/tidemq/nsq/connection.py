@@ -263,7 +263,7 @@ class NsqConnection(asyncio.Protocol):
             self._output.held = False
         if transport is None:
             raise NSQError("E_IDENTIFY_FAILED", "IDENTIFY failed: connection closed during TLS handshake")
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+        self.transport = transport
         self.tls = True
 
     @property
