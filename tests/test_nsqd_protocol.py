@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,34 @@ def test_cls_and_fatal_errors(nsq_server: ServerProcess) -> None:
         ok.close()
 
     run(scenario())
+
+
+def test_a_lagging_channel_reads_past_its_memory_queue_from_the_store(tmp_path: Path) -> None:
+    """A caught-up channel takes new publishes in memory, up to --mem-queue-size waiting; past that, and
+    once it catches up again, it reads them from the store: every message once, in publish order."""
+    srv = ServerProcess(tmp_path / "d", "--mem-queue-size", "10", command="nsqd").start()
+
+    async def scenario() -> None:
+        sub = await RawNsq.open(srv.nsqd)
+        await sub.sub("lag", "ch", rdy=3)
+        pub = await RawNsq.open(srv.nsqd)
+        assert await pub.pub("lag", b"0") == b"OK"
+        assert await pub.mpub("lag", [b"%d" % i for i in range(1, 8)]) == b"OK"  # 7 more: fits in memory
+        assert await pub.mpub("lag", [b"%d" % i for i in range(8, 40)]) == b"OK"  # past the memory queue
+        assert await pub.pub("lag", b"40") == b"OK"  # fits, but the channel lags: from the store, after 39
+        got = []
+        for _ in range(41):
+            m = await sub.message()
+            got.append(int(m.body))
+            sub.send("FIN", m.id)
+            if len(got) == 20:
+                assert await pub.pub("lag", b"41") == b"OK"
+        got.append(int((await sub.message()).body))
+        assert got == list(range(42))
+        sub.close()
+        pub.close()
+
+    try:
+        run(scenario())
+    finally:
+        assert srv.stop() == 0

@@ -127,6 +127,9 @@ class Channel:
         """Hand waiting messages to subscribers with RDY credit left, until either runs out."""
         if self.paused or self.topic.paused or self.deleted:
             return
+        if len(self.clients) == 1:
+            self._pump_to(self.clients[0])
+            return
         while True:
             client = self._ready_client()
             if client is None:
@@ -138,6 +141,21 @@ class Channel:
                 self.attempts.pop(item.offset, None)  # nsqd drops a sampled-out message for this channel
                 continue
             self._deliver(client, item)
+
+    def _pump_to(self, client: Subscriber) -> None:
+        """The usual case, one subscriber: fill its credit without choosing a client per message."""
+        room = client.rdy - client.in_flight
+        if not client.receiving:
+            return
+        while room > 0:
+            item = self._next()
+            if item is None:
+                return
+            if client.sample_rate and _sampled_out(client.sample_rate):
+                self.attempts.pop(item.offset, None)
+                continue
+            self._deliver(client, item)
+            room -= 1
 
     def _ready_client(self) -> Subscriber | None:
         best: Subscriber | None = None
@@ -192,6 +210,26 @@ class Channel:
         if self.dropped:
             self.dropped = [r for r in self.dropped if r[1] > self.next_offset]
 
+    def take_published(
+        self, first: int, timestamp_ns: int, bodies: list[bytes], due_ms: int, limit: int
+    ) -> None:
+        """Messages just appended at ``first``: a channel that had read everything before them takes them
+        as they are, without reading them back from the store (nsqd's in-memory channel queue, up to
+        ``limit`` waiting); one that lags behind reads them from the store when it gets there."""
+        if self.next_offset != first or self.dropped or len(self.read_ahead) + len(bodies) > limit:
+            return
+        attempts = self.attempts
+        if due_ms:
+            for offset in range(first, first + len(bodies)):
+                attempts.setdefault(offset, 0)
+                heapq.heappush(self.deferred, (due_ms, offset))
+        else:
+            append = self.read_ahead.append
+            for offset, body in enumerate(bodies, first):
+                attempts.setdefault(offset, 0)
+                append(_Stored(offset, timestamp_ns, body, 0))
+        self.next_offset = first + len(bodies)
+
     def _was_dropped(self, offset: int) -> bool:
         return any(start <= offset < end for start, end in self.dropped)
 
@@ -230,14 +268,16 @@ class Channel:
         return entry
 
     def finish(self, client: Subscriber, msg_id: bytes) -> str | None:
-        """FIN; returns the E_FIN_FAILED description when the id is not this client's in-flight message."""
+        """FIN; returns the E_FIN_FAILED description when the id is not this client's in-flight message.
+
+        The caller pumps (once for all the FINs it read together), like after ``requeue``.
+        """
         entry = self._owned(client, msg_id, "FIN")
         if isinstance(entry, str):
             return entry
         del self.in_flight[msg_id]
         client.in_flight -= 1
         self.attempts.pop(entry.offset, None)
-        self.pump()
         return None
 
     def requeue(self, client: Subscriber, msg_id: bytes, delay_ms: int) -> str | None:
@@ -251,7 +291,6 @@ class Channel:
             heapq.heappush(self.deferred, (now_ms() + delay_ms, entry.offset))
         else:
             self.requeued.append(entry.offset)
-        self.pump()
         return None
 
     def touch(self, client: Subscriber, msg_id: bytes, max_msg_timeout_ms: int) -> str | None:

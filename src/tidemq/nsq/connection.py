@@ -107,7 +107,7 @@ class NsqConnection(asyncio.Protocol):
                 self.close()
                 return
         self._commands.extend(self.parser.feed(data))
-        if self._worker is None or self._worker.done():
+        if (self._worker is None or self._worker.done()) and not self._run_inline():
             self._worker = asyncio.ensure_future(self._work())
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -176,8 +176,37 @@ class NsqConnection(asyncio.Protocol):
 
     # --- commands -------------------------------------------------------------------------------------
 
+    def _run_inline(self) -> bool:
+        """Handle the queued commands that never wait (FIN, RDY, REQ, TOUCH, NOP, CLS) right here.
+
+        A consumer sends one FIN per message; answering those without a task, a coroutine per command and
+        a channel pump per FIN (one pump covers them all) is most of nsqd's work per message. Returns
+        False at the first command that may wait (or while publishes wait for their fsync): the worker
+        task takes over from there, in order.
+        """
+        commands = self._commands
+        pump = False
+        while commands and not self._closed and not self._unanswered:
+            item = commands[0]
+            if not isinstance(item, Command):
+                break
+            handler = _INLINE.get(item.name)
+            if handler is None:
+                break
+            commands.popleft()
+            try:
+                self._check_tls(item)
+                pump |= handler(self, item)
+            except NSQError as err:
+                self._answer_error(err)
+        if pump and self.channel is not None:
+            self.channel.pump()
+        return not commands or self._closed
+
     async def _work(self) -> None:
         while self._commands and not self._closed:
+            if self._run_inline():
+                return
             item = self._commands.popleft()
             try:
                 if isinstance(item, NSQError):
@@ -188,13 +217,15 @@ class NsqConnection(asyncio.Protocol):
             except NSQError as err:
                 with contextlib.suppress(NSQError):
                     await self._answer_publishes()  # the answers to earlier commands go first
-                if err.answer:
-                    self.send_error(err)
-                if err.fatal:
-                    log.info("client %s: %s; closing", self.remote, err)
-                    self._commands.clear()
-                    self.close()
-                    return
+                self._answer_error(err)
+
+    def _answer_error(self, err: NSQError) -> None:
+        if err.answer:
+            self.send_error(err)
+        if err.fatal:
+            log.info("client %s: %s; closing", self.remote, err)
+            self._commands.clear()
+            self.close()
 
     async def _answer_publishes(self) -> None:
         """Sync flush: answer the publishes stored so far once one fsync covers them all, in order.
@@ -212,10 +243,14 @@ class NsqConnection(asyncio.Protocol):
 
     async def _handle(self, cmd: Command) -> None:
         handler = _HANDLERS.get(cmd.name)
-        if handler is None:
+        inline = _INLINE.get(cmd.name) if handler is None else None
+        if handler is None and inline is None:
             raise NSQError("E_INVALID", f"invalid command {cmd.name.decode(errors='replace')}")
         self._check_tls(cmd)
-        await handler(self, cmd)
+        if handler is not None:
+            await handler(self, cmd)
+        elif inline is not None and inline(self, cmd) and self.channel is not None:
+            self.channel.pump()
 
     def _check_tls(self, cmd: Command) -> None:
         if cmd.name != b"IDENTIFY" and self.nsqd.config.tls_required is not TLSRequired.NO and not self.tls:
@@ -328,16 +363,17 @@ class NsqConnection(asyncio.Protocol):
         self.state = State.SUBSCRIBED
         self.send_response(OK)
 
-    async def ready(self, cmd: Command) -> None:
+    # --- commands that never wait: each returns whether the channel has something to pump --------------
+
+    def ready(self, cmd: Command) -> bool:
         if self.state is State.CLOSING:
-            return
+            return False
         self._require_state(cmd, State.SUBSCRIBED)
         count = parse_int(cmd.params[0], "RDY", "count") if cmd.params else 1
         if count > self.nsqd.config.max_rdy_count:
             raise NSQError("E_INVALID", f"RDY count {count} out of range 0-{self.nsqd.config.max_rdy_count}")
         self.rdy = count
-        if self.channel is not None:
-            self.channel.pump()
+        return True
 
     def _message_id(self, cmd: Command, verb: str, params: int = 1) -> bytes:
         self._require_state(cmd, State.SUBSCRIBED, State.CLOSING)
@@ -347,15 +383,16 @@ class NsqConnection(asyncio.Protocol):
             raise NSQError("E_INVALID", "invalid message ID")
         return cmd.params[0]
 
-    async def fin(self, cmd: Command) -> None:
+    def fin(self, cmd: Command) -> bool:
         msg_id = self._message_id(cmd, "FIN")
         assert self.channel is not None
         problem = self.channel.finish(self, msg_id)
         if problem:
             raise NSQError("E_FIN_FAILED", problem, fatal=False)
         self.stats["finish_count"] += 1
+        return True
 
-    async def req(self, cmd: Command) -> None:
+    def req(self, cmd: Command) -> bool:
         msg_id = self._message_id(cmd, "REQ", params=2)
         delay = min(parse_int(cmd.params[1], "REQ", "timeout"), self.nsqd.config.max_req_timeout_ms)
         assert self.channel is not None
@@ -363,22 +400,25 @@ class NsqConnection(asyncio.Protocol):
         if problem:
             raise NSQError("E_REQ_FAILED", problem, fatal=False)
         self.stats["requeue_count"] += 1
+        return True
 
-    async def touch(self, cmd: Command) -> None:
+    def touch(self, cmd: Command) -> bool:
         msg_id = self._message_id(cmd, "TOUCH")
         assert self.channel is not None
         problem = self.channel.touch(self, msg_id, self.nsqd.config.max_msg_timeout_ms)
         if problem:
             raise NSQError("E_TOUCH_FAILED", problem, fatal=False)
+        return False
 
-    async def cls(self, cmd: Command) -> None:
+    def cls(self, cmd: Command) -> bool:
         self._require_state(cmd, State.SUBSCRIBED)
         self.rdy = 0
         self.state = State.CLOSING
         self.send_response(CLOSE_WAIT)
+        return False
 
-    async def nop(self, cmd: Command) -> None:
-        return None
+    def nop(self, cmd: Command) -> bool:
+        return False
 
     # --- publishing: nsqd checks the command line before it reads the body -------------------------
 
@@ -444,16 +484,18 @@ def _is_publish(item: Command | NSQError) -> bool:
     return not isinstance(item, NSQError) and item.name in _PUBLISHES
 
 
-_HANDLERS = {
-    b"IDENTIFY": NsqConnection.identify,
-    b"AUTH": NsqConnection.auth,
-    b"SUB": NsqConnection.sub,
+_INLINE = {
     b"RDY": NsqConnection.ready,
     b"FIN": NsqConnection.fin,
     b"REQ": NsqConnection.req,
     b"TOUCH": NsqConnection.touch,
     b"CLS": NsqConnection.cls,
     b"NOP": NsqConnection.nop,
+}
+_HANDLERS = {
+    b"IDENTIFY": NsqConnection.identify,
+    b"AUTH": NsqConnection.auth,
+    b"SUB": NsqConnection.sub,
     b"PUB": NsqConnection.pub,
     b"MPUB": NsqConnection.mpub,
     b"DPUB": NsqConnection.dpub,

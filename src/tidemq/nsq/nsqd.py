@@ -217,9 +217,12 @@ class Nsqd:
         topic.message_bytes += sum(map(len, bodies))
         if topic.channels:
             first_new = result.queue_offsets[0]
+            limit = self.config.mem_queue_size
+            due_ms = now_ms + defer_ms if defer_ms > 0 else 0
             for channel in topic.channels.values():
                 if channel.ephemeral:
-                    channel.drop_overflow(first_new, first_new + len(bodies), self.config.mem_queue_size)
+                    channel.drop_overflow(first_new, first_new + len(bodies), limit)
+                channel.take_published(first_new, now_ns, bodies, due_ms, limit)
             topic.pump()
         return result.end_offset
 
