@@ -19,11 +19,13 @@ from tidemq.remoting.frame import FrameDecoder, FrameError, HeaderError, encode
 from tidemq.remoting.message import (
     MessageDecodeError,
     SysFlag,
+    decode_properties,
     decode_record,
     decode_records,
     encode_properties,
     encode_record,
     iter_records,
+    record_bodies,
 )
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -285,6 +287,23 @@ def test_decode_records_agrees_with_iter_records(data: bytes) -> None:
 
 
 @FUZZ
+@given(st.one_of(record_like_bytes(), records_with_a_bad_inner_length()))
+def test_record_bodies_agree_with_iter_records(data: bytes) -> None:
+    """nsqd's lean reader: the same offsets, timestamps, bodies and properties, or a refusal."""
+    try:
+        expected = list(iter_records(data, decompress=False))
+    except MessageDecodeError:
+        with contextlib.suppress(MessageDecodeError):  # it does not decode properties: may accept
+            record_bodies(data)
+        return
+    got = record_bodies(data)
+    assert [(o, ts, body) for o, ts, body, _ in got] == [
+        (m.queue_offset, m.store_timestamp, m.body) for m in expected
+    ]
+    assert [decode_properties(props.decode()) for *_, props in got] == [m.properties for m in expected]
+
+
+@FUZZ
 @given(st.binary(max_size=300), st.integers(0, 400))
 def test_decode_record_at_random_position(data: bytes, pos: int) -> None:
     with contextlib.suppress(MessageDecodeError):
@@ -448,6 +467,8 @@ def test_record_round_trip(recs: list[dict]) -> None:
         )
     decoded = list(iter_records(b"".join(encoded)))
     assert decode_records(b"".join(encoded)) == decoded
+    stored_bodies = [m.body for m in iter_records(b"".join(encoded), decompress=False)]
+    assert [body for _, _, body, _ in record_bodies(b"".join(encoded))] == stored_bodies
     assert len(decoded) == len(recs)
     for msg, r, raw in zip(decoded, recs, encoded, strict=True):
         v6_bits = (SysFlag.BORNHOST_V6 if len(r["born"]) == 20 else 0) | (

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tidemq.nsq.protocol import is_ephemeral
-from tidemq.remoting.message import MessageExt, decode_record, decode_records
+from tidemq.remoting.batch import property_value
+from tidemq.remoting.message import record_bodies
 from tidemq.store import GetStatus, MessageStore
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 STORE_PREFIX = "nsq:"
 PROP_TIMESTAMP = "NSQ_TS"
 PROP_DEFER = "NSQ_DEFER"
+_TIMESTAMP_KEY = PROP_TIMESTAMP.encode() + b"\x01"
+_DEFER_KEY = PROP_DEFER.encode() + b"\x01"
 READ_AHEAD = 64
 
 
@@ -197,8 +200,8 @@ class Channel:
         if result.status is not GetStatus.FOUND:
             return
         now = now_ms()
-        for msg in decode_records(b"".join(result.messages), decompress=False):
-            item = self._stored(msg)
+        for record in record_bodies(b"".join(result.messages)):
+            item = self._stored(record)
             if self.dropped and self._was_dropped(item.offset):
                 continue
             self.attempts.setdefault(item.offset, 0)
@@ -237,13 +240,16 @@ class Channel:
         result = self.store.get(self.topic.store_topic, 0, offset, 1)
         if result.status is not GetStatus.FOUND:
             return None
-        return self._stored(decode_record(result.messages[0], decompress=False))
+        return self._stored(record_bodies(result.messages[0])[0])
 
     @staticmethod
-    def _stored(msg: MessageExt) -> _Stored:
-        ts = int(msg.properties.get(PROP_TIMESTAMP) or msg.store_timestamp * 1_000_000)
-        defer = int(msg.properties.get(PROP_DEFER) or 0)
-        return _Stored(msg.queue_offset, ts, msg.body, msg.store_timestamp + defer if defer > 0 else 0)
+    def _stored(record: tuple[int, int, bytes, bytes]) -> _Stored:
+        offset, store_ms, body, props = record
+        ts = property_value(props, _TIMESTAMP_KEY)
+        defer = int(property_value(props, _DEFER_KEY) or 0) if _DEFER_KEY in props else 0
+        return _Stored(
+            offset, int(ts) if ts else store_ms * 1_000_000, body, store_ms + defer if defer > 0 else 0
+        )
 
     def _deliver(self, client: Subscriber, item: _Stored) -> None:
         attempts = self.attempts.get(item.offset, 0) + 1

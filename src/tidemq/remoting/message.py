@@ -454,3 +454,45 @@ def decode_records(buf: bytes | bytearray | memoryview, *, decompress: bool = Tr
         )  # fmt: skip
         pos = end
     return out
+
+
+def record_bodies(buf: bytes | bytearray | memoryview) -> list[tuple[int, int, bytes, bytes]]:
+    """(queue offset, store timestamp, body, encoded properties) of every record, in one pass.
+
+    For a reader that needs nothing else (nsqd's channels): no ``MessageExt`` and no properties dict per
+    record, about a third of ``decode_records``' cost. Records it would not decode inline go through
+    ``decode_record`` as there, so a malformed one is refused the same way.
+    """
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    out: list[tuple[int, int, bytes, bytes]] = []
+    append = out.append
+    unpack, fixed_size, min_total = _V4_FIXED.unpack_from, _V4_FIXED.size, HEAD_SIZE_V4 + 3
+    pos, size = 0, len(data)
+    while pos < size:
+        try:
+            (total, magic, _crc, _queue, _flag, queue_offset, _phys, sys_flag, _born_ts,
+             _born, store_ts, _store, _reconsume, _prepared, body_len) = unpack(data, pos)  # fmt: skip
+        except struct.error:
+            total = magic = body_len = sys_flag = 0
+        end = pos + total
+        topic_at = pos + fixed_size + body_len
+        topic_len = (
+            data[topic_at] if magic == MAGIC_MESSAGE and body_len >= 0 and topic_at < end <= size else 0
+        )
+        props_at = topic_at + 3 + topic_len
+        if (
+            not topic_len
+            or sys_flag & _HOSTS_V6
+            or total < min_total
+            or props_at > end
+            or int.from_bytes(data[props_at - 2 : props_at]) != end - props_at
+        ):
+            msg = decode_record(data, pos, decompress=False)
+            append(
+                (msg.queue_offset, msg.store_timestamp, msg.body, encode_properties(msg.properties).encode())
+            )
+            pos += msg.store_size
+            continue
+        append((queue_offset, store_ts, data[pos + fixed_size : topic_at], data[props_at:end]))
+        pos = end
+    return out
