@@ -68,6 +68,32 @@ def test_torn_tail_is_cut_and_earlier_data_survives(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_index_entries_for_a_cut_tail_are_forgotten(tmp_path: Path) -> None:
+    """The index can be written further than the log survives (a crash); recovery drops what the cut
+    tail had indexed, so the records written there next are indexed and found."""
+
+    async def scenario() -> None:
+        store = _open(tmp_path)
+        for i in range(10):
+            _append(store, "T", 0, f"body-{i}".encode(), keys=f"old{i}")
+        cut = store.get("T", 0, 6, 1).messages[0]
+        cut_at = decode_record(cut).commit_log_offset
+        await store.close()  # the index now covers all ten records
+        seg = sorted((tmp_path / "commitlog").iterdir())[0]
+        with open(seg, "r+b") as f:  # the log loses records 6..9
+            f.truncate(cut_at - int(seg.name))
+        os.remove(tmp_path / "checkpoint.json")
+        reopened = _open(tmp_path)
+        assert reopened.max_offset("T", 0) == 6
+        assert reopened.query_by_key("T", "old7", 5, 0, 0) == []
+        assert _append(reopened, "T", 0, b"new", keys="new6") == 6  # written where record 6 was
+        found = reopened.query_by_key("T", "new6", 5, 0, 0)
+        assert [decode_record(m).body for m in found] == [b"new"]
+        await reopened.close()
+
+    asyncio.run(scenario())
+
+
 def test_corrupt_body_crc_cuts_from_that_record(tmp_path: Path) -> None:
     async def scenario() -> None:
         store = _open(tmp_path)

@@ -89,19 +89,34 @@ class KeyIndex:
         self.write_pending()
         os.fsync(self._fd)
 
+    def _first_entry_at_or_past(self, log_offset: int) -> int:
+        """Index (in entries) of the first entry for ``log_offset`` or later: entries are in log order."""
+        lo, hi = 0, os.fstat(self._fd).st_size // _ENTRY.size
+        while lo < hi:
+            mid = (lo + hi) // 2
+            _, offset = _ENTRY.unpack(os.pread(self._fd, _ENTRY.size, mid * _ENTRY.size))
+            if offset < log_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def forget_from(self, log_end: int) -> None:
+        """Drop entries for records at or past ``log_end``: after a crash the index can hold entries for
+        a log tail that recovery cut off, and it would skip indexing the records written there next."""
+        self.flush()
+        keep = self._first_entry_at_or_past(log_end)
+        if keep * _ENTRY.size < os.fstat(self._fd).st_size:
+            os.ftruncate(self._fd, keep * _ENTRY.size)
+            os.fsync(self._fd)
+        self.covered_until = min(self.covered_until, log_end)
+
     def forget_below(self, log_min: int) -> None:
         """Drop entries whose records retention has deleted. Entries are appended in log order, so
         those are a prefix of the file: the rest is copied, as is, to a file that replaces it."""
         self.flush()
         size = os.fstat(self._fd).st_size
-        lo, hi = 0, size // _ENTRY.size
-        while lo < hi:
-            mid = (lo + hi) // 2
-            _, offset = _ENTRY.unpack(os.pread(self._fd, _ENTRY.size, mid * _ENTRY.size))
-            if offset < log_min:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = self._first_entry_at_or_past(log_min)
         if lo == 0:
             return
         tmp = self.path.with_suffix(".tmp")

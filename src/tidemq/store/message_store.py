@@ -182,6 +182,8 @@ class MessageStore:
             redispatched += 1
         log_end = self.commitlog.max_offset
         self.commitlog.flushed = log_end
+        if self.index is not None:
+            self.index.forget_from(log_end)
         for cq in self._queues.values():
             cq.truncate_past(log_end)
             cq.correct_min_offset(self.commitlog.min_offset)
