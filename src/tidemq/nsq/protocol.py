@@ -11,6 +11,7 @@ import re
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 MAGIC_V2 = b"  V2"
 #: nsqlookupd's TCP protocol, which frames commands the same way.
@@ -112,28 +113,114 @@ def decode_message(data: bytes | memoryview) -> Message:
     return Message(ts, attempts, msg_id, bytes(data[MESSAGE_HEADER.size :]))
 
 
+_T = TypeVar("_T")
+#: A message frame's whole head: size, frame type, then the message header.
+_MESSAGE_HEAD = struct.Struct(">iiqH16s")
+_MESSAGE = int(FrameType.MESSAGE)
+
+
+def _bad_size(size: int) -> NSQError:
+    return NSQError("E_BAD_FRAME", f"frame size {size} out of range")
+
+
 class FrameParser:
-    """Client side: bytes in, ``(frame_type, data)`` out."""
+    """Client side: bytes in, frames out.
+
+    Frames are sliced straight out of the received chunk (one copy per frame). Bytes of an incomplete frame
+    are set aside and only joined once enough has arrived to finish it, so a large frame spread over many
+    reads is copied once, not once per read.
+    """
 
     def __init__(self, max_frame: int = 64 * 1024 * 1024) -> None:
-        self._buf = bytearray()
+        self._parts: list[bytes] = []
+        self._have = 0
+        #: How many buffered bytes the next frame needs before parsing can make progress.
+        self._need = 0
         self.max_frame = max_frame
 
-    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
-        buf = self._buf
-        buf += data
-        out = []
+    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[int, bytes]]:
+        """All complete frames as ``(frame_type, data)``, message frames undecoded."""
+        out: list[tuple[int, bytes]] = []
+        buf = self._gather(data)
+        if buf is None:
+            return out
         pos = 0
-        while len(buf) - pos >= 8:
+        end = len(buf)
+        while end - pos >= 8:
             size, frame_type = _FRAME_HEAD.unpack_from(buf, pos)
             if size < 4 or size > self.max_frame:
-                raise NSQError("E_BAD_FRAME", f"frame size {size} out of range")
-            if len(buf) - pos - 4 < size:
+                raise _bad_size(size)
+            stop = pos + 4 + size
+            if stop > end:
                 break
-            out.append((frame_type, bytes(buf[pos + 8 : pos + 4 + size])))
-            pos += 4 + size
-        del buf[:pos]
+            out.append((frame_type, buf[pos + 8 : stop]))
+            pos = stop
+        self._keep(buf, pos)
         return out
+
+    def feed_messages(
+        self, data: bytes | bytearray | memoryview, make: Callable[..., _T], *context: object
+    ) -> tuple[list[_T], list[tuple[int, int, bytes]]]:
+        """Complete frames, with messages decoded on the way: ``(messages, others)``.
+
+        Each message is ``make(id, body, timestamp, attempts, *context)``; each other frame is
+        ``(n, frame_type, data)`` where ``n`` counts the messages that came before it, so the caller can
+        replay the original order.
+        """
+        msgs: list[_T] = []
+        others: list[tuple[int, int, bytes]] = []
+        buf = self._gather(data)
+        if buf is None:
+            return msgs, others
+        append = msgs.append
+        head = _MESSAGE_HEAD.unpack_from
+        short_head = _FRAME_HEAD.unpack_from
+        head_size = _MESSAGE_HEAD.size
+        max_frame = self.max_frame
+        pos = 0
+        end = len(buf)
+        while end - pos >= 8:
+            if end - pos >= head_size:
+                size, frame_type, ts, attempts, msg_id = head(buf, pos)
+            else:
+                size, frame_type = short_head(buf, pos)
+            if size < 4 or size > max_frame:
+                raise _bad_size(size)
+            stop = pos + 4 + size
+            if stop > end:
+                break
+            if frame_type == _MESSAGE:
+                if size < head_size - 4:
+                    raise NSQError("E_BAD_MESSAGE", f"message frame of {size - 4} bytes is shorter than 26")
+                append(make(msg_id, buf[pos + head_size : stop], ts, attempts, *context))
+            else:
+                others.append((len(msgs), frame_type, buf[pos + 8 : stop]))
+            pos = stop
+        self._keep(buf, pos)
+        return msgs, others
+
+    def _gather(self, data: bytes | bytearray | memoryview) -> bytes | None:
+        """What to parse now: ``data`` itself when nothing is pending, None while a frame is incomplete."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        parts = self._parts
+        if not parts:
+            return data
+        parts.append(data)
+        self._have += len(data)
+        if self._have < self._need:
+            return None
+        buf = b"".join(parts)
+        parts.clear()
+        return buf
+
+    def _keep(self, buf: bytes, pos: int) -> None:
+        rest = len(buf) - pos
+        if not rest:
+            return
+        self._parts.append(buf[pos:] if pos else buf)
+        self._have = rest
+        self._need = 4 + _SIZE.unpack_from(buf, pos)[0] if rest >= 8 else 8
 
 
 # --- commands (client -> server) ----------------------------------------------------------------------

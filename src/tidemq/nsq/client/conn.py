@@ -1,13 +1,16 @@
 """One client connection to nsqd (go-nsq ``conn.go``; spec 1.1-1.10 and 5.2).
 
-Bootstrap: dial, magic, IDENTIFY, then the upgrades nsqd grants in its order (TLS, then snappy or deflate,
-each confirmed by an ``OK``), then AUTH when required. Until compression starts, frames are read with exact
-reads, so any compressed bytes that arrived behind the plaintext IDENTIFY reply stay in the stream buffer
-and are the first thing fed to the decompressor (spec 1.8's "leftover bytes").
+The connection is the socket's asyncio protocol: no stream buffer or read task between a read and its parse.
 
-After bootstrap one read task parses frames and hands them to the delegate synchronously: heartbeats are
-answered with NOP on the spot and message handling never blocks reading. Writes are queued and flushed once
-per loop iteration, so pipelined commands share one (compressed) write.
+Bootstrap: dial, magic, IDENTIFY, then the upgrades nsqd grants in its order (TLS, then snappy or deflate,
+each confirmed by an ``OK``), then AUTH when required. Until then received bytes are only collected and
+taken a frame at a time, so compressed bytes that arrived behind the plaintext IDENTIFY reply are still raw
+when compression starts and are the first thing decompressed (spec 1.8's "leftover bytes").
+
+After bootstrap each read is parsed and handed to the delegate synchronously: heartbeats are answered with
+NOP on the spot and message handling never blocks reading. A consumer's reads become client messages
+directly, one list per read. Writes are queued and flushed once per loop iteration, so pipelined commands
+(and a burst of FINs, built as one block) share one (compressed) write.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import logging
 import struct
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 
@@ -25,6 +28,8 @@ from tidemq.address import split_host_port
 from tidemq.aio import Bytes, OutputBuffer
 from tidemq.nsq.client.config import Config
 from tidemq.nsq.client.errors import AuthError, NotConnectedError, NSQClientError, ProtocolError
+from tidemq.nsq.client.message import Message as ClientMessage
+from tidemq.nsq.client.message import MessageDelegate
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
 from tidemq.nsq.protocol import (
     HEARTBEAT,
@@ -40,13 +45,13 @@ from tidemq.nsq.protocol import (
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK = 256 * 1024
 #: A size prefix of ASCII "HTTP": the address is an HTTP port (spec pitfall 18).
 HTTP_SIZE = struct.unpack(">i", b"HTTP")[0]
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 _MESSAGE_OVERHEAD = 4 + 26
 _NOP = encode_command("NOP")
 _SIZE = struct.Struct(">i")
+_FRAME_HEAD = struct.Struct(">ii")
 
 
 class ConnDelegate(Protocol):
@@ -59,6 +64,12 @@ class ConnDelegate(Protocol):
     def on_error(self, conn: NsqdConn, data: bytes) -> None: ...
 
     def on_close(self, conn: NsqdConn) -> None: ...
+
+
+class ConsumerDelegate(ConnDelegate, MessageDelegate, Protocol):
+    """A consumer: gets each read's messages as one list, already bound to itself for their responses."""
+
+    def on_messages(self, conn: NsqdConn, messages: list[ClientMessage]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +126,20 @@ def _ms(seconds: float) -> int:
     return -1 if seconds < 0 else round(seconds * 1000)
 
 
-class NsqdConn:
-    """A connection to one nsqd. The RDY bookkeeping fields belong to the consumer that owns it."""
+class NsqdConn(asyncio.Protocol):
+    """A connection to one nsqd. The RDY bookkeeping fields belong to the consumer that owns it.
 
-    def __init__(self, addr: str, config: Config, delegate: ConnDelegate) -> None:
+    With ``consumer`` set, message frames reach ``consumer.on_messages`` as client messages; without it
+    (a producer), each reaches ``delegate.on_message`` as a decoded frame.
+    """
+
+    def __init__(
+        self, addr: str, config: Config, delegate: ConnDelegate, consumer: ConsumerDelegate | None = None
+    ) -> None:
         self.addr = addr
         self.config = config
         self.delegate = delegate
+        self._consumer = consumer
         self.identify: IdentifyResponse | None = None
         self.auth: AuthResponse | None = None
         # consumer state (go-nsq keeps it on the Conn too)
@@ -132,17 +150,28 @@ class NsqdConn:
         self._loop = asyncio.get_running_loop()
         self.last_msg_time = self._loop.time()
         self.last_rdy_time = 0.0
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
         #: One object compresses what we write and decompresses what we read (spec 1.8).
         self._compression: StreamCompression | None = None
         max_frame = config.max_msg_size + _MESSAGE_OVERHEAD if config.max_msg_size > 0 else DEFAULT_MAX_FRAME
         self._max_frame = max_frame
         self._parser = FrameParser(max_frame)
+        #: Bootstrap: bytes received but not yet taken, frames decoded but not yet taken, who waits for them.
+        self._raw = bytearray()
         self._frames: deque[tuple[int, bytes]] = deque()
+        self._waiter: asyncio.Future[None] | None = None
         #: Held until the handshake is done: bootstrap writes its own commands, in order.
         self._output = OutputBuffer(self._write_now, held=True)
-        self._read_task: asyncio.Task[None] | None = None
+        #: IDs of FINs not yet in ``_output``: they join it as one block before anything else is queued.
+        self._fins: list[bytes] = []
+        self._paused = False
+        self._drainers: list[asyncio.Future[None]] = []
+        self._last_read = 0.0
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._bootstrapped = False
+        #: Reads go straight to the delegates (set one loop pass after bootstrap, as the caller resumes).
+        self._live = False
+        self._lost = False
         self._closed = False
         self._close_notified = False
 
@@ -163,14 +192,13 @@ class NsqdConn:
             lhost, _, lport = self.config.local_addr.rpartition(":")
             local = (lhost.strip("[]"), int(lport)) if lhost else (self.config.local_addr, 0)
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, local_addr=local, limit=READ_CHUNK),
+            await asyncio.wait_for(
+                self._loop.create_connection(lambda: self, host, port, local_addr=local),
                 self.config.dial_timeout,
             )
         except (OSError, TimeoutError) as exc:
             self._closed = True
             raise NotConnectedError(f"dial {self.addr}: {exc or 'timed out'}") from exc
-        self._reader, self._writer = reader, writer
         try:
             if self._closed:
                 raise EOFError("closed while dialing")
@@ -179,15 +207,19 @@ class NsqdConn:
                 raise EOFError("closed during bootstrap")
         except BaseException as exc:
             self._closed = True
-            writer.close()
+            if self._transport is not None:
+                self._transport.close()
             if isinstance(exc, OSError | EOFError | TimeoutError):
                 raise NotConnectedError(f"{self.addr}: bootstrap failed: {exc or 'timed out'}") from exc
             if isinstance(exc, CompressionError):
                 raise NSQClientError(f"{self.addr}: compressed stream broken: {exc}") from exc
             raise
+        self._bootstrapped = True
         self._output.held = False
         self._output.flush()
-        self._read_task = asyncio.create_task(self._read_loop(), name=f"nsq-read-{self.addr}")
+        self._last_read = self._loop.time()
+        self._watchdog = self._loop.call_later(self.config.read_timeout, self._check_read)
+        self._loop.call_soon(self._go_live)
         return resp
 
     def _identify_body(self) -> dict[str, Any]:
@@ -224,12 +256,17 @@ class NsqdConn:
         self.identify = resp
         self.max_rdy_count = resp.max_rdy_count
         if resp.tls_v1:
-            assert self._writer is not None
-            await self._writer.start_tls(
+            assert self._transport is not None
+            transport = await self._loop.start_tls(
+                self._transport,
+                self,
                 self.config.ssl_context(),
                 server_hostname=host,
                 ssl_handshake_timeout=self.config.read_timeout,
             )
+            if transport is None:
+                raise EOFError("connection closed during the TLS handshake")
+            self._transport = transport
             await self._expect_ok("TLS")
         if resp.deflate or resp.snappy:
             self._compression = Deflate(self.config.deflate_level) if resp.deflate else Snappy()
@@ -267,21 +304,38 @@ class NsqdConn:
         )
 
     async def _next_frame(self) -> tuple[int, bytes]:
-        """One frame during bootstrap: exact reads while plaintext, decoded chunks once compressed."""
-        assert self._reader is not None
+        """One frame during bootstrap, waiting (up to ``read_timeout``) for the bytes to arrive."""
         async with asyncio.timeout(self.config.read_timeout):
-            if self._compression is None:
-                raw = await self._reader.readexactly(4)
-                (size,) = _SIZE.unpack(raw)
-                self._check_size(size)
-                payload = await self._reader.readexactly(size)
-                return _SIZE.unpack_from(payload)[0], payload[4:]
-            while not self._frames:
-                chunk = await self._reader.read(READ_CHUNK)
-                if not chunk:
+            while True:
+                frame = self._take_frame()
+                if frame is not None:
+                    return frame
+                if self._lost or self._closed:
                     raise EOFError("connection closed")
-                self._frames.extend(self._feed(self._compression.decompress(chunk)))
-            return self._frames.popleft()
+                self._waiter = self._loop.create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+
+    def _take_frame(self) -> tuple[int, bytes] | None:
+        """Exactly one plaintext frame from the raw bytes; once compressed, everything is decoded."""
+        raw = self._raw
+        if self._compression is None:
+            if len(raw) < 4:
+                return None
+            (size,) = _SIZE.unpack_from(raw)
+            self._check_size(size)
+            if len(raw) < 4 + size:
+                return None
+            frame = (_FRAME_HEAD.unpack_from(raw)[1], bytes(raw[8 : 4 + size]))
+            del raw[: 4 + size]
+            return frame
+        if raw:
+            chunk = bytes(raw)
+            raw.clear()
+            self._frames.extend(self._feed(self._compression.decompress(chunk)))
+        return self._frames.popleft() if self._frames else None
 
     def _check_size(self, size: int) -> None:
         if size == HTTP_SIZE:
@@ -295,36 +349,122 @@ class NsqdConn:
         except NSQError as exc:
             raise NSQClientError(f"{self.addr}: {exc.description}") from None
 
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- asyncio.Protocol -----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's does not subclass it
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        if not self._live:
+            self._raw += data
+            self._wake()
+            return
+        self._last_read = self._loop.time()
+        try:
+            self._receive(data)
+        except Exception as exc:  # a bad frame, a compression error: the connection is done
+            log.warning("%s: closing after error: %s", self.addr, exc)
+            self._teardown()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._wake()
+        self._wake_drainers()
+        if self._live and not self._closed:
+            if exc is None:
+                log.info("%s: connection closed by nsqd", self.addr)
+            else:
+                log.warning("%s: closing after error: %s", self.addr, exc)
+            self._teardown()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_drainers()
+
     # --- reading --------------------------------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        reader = self._reader
-        timeout = self.config.read_timeout
+    def _go_live(self) -> None:
+        """Bootstrap is over: deliver what arrived behind it, then every read as it comes."""
+        if self._closed:
+            return
+        self._live = True
         try:
             while self._frames and not self._closed:
                 self._dispatch(*self._frames.popleft())
-            while not self._closed:
-                async with asyncio.timeout(timeout):
-                    chunk = await reader.read(READ_CHUNK)
-                if not chunk:
-                    if not self._closed:
-                        log.info("%s: connection closed by nsqd", self.addr)
-                    break
-                if self._compression is not None:
-                    chunk = self._compression.decompress(chunk)
-                for ftype, data in self._feed(chunk):
-                    if self.is_closed:  # a delegate closed it: the rest is moot
-                        break
-                    self._dispatch(ftype, data)
-        except asyncio.CancelledError:
-            pass
-        except TimeoutError:
-            log.warning("%s: nothing read for %.1fs (read_timeout); closing", self.addr, timeout)
-        except Exception as exc:  # a bad frame, a compression error, an I/O error: the connection is done
+            if self._raw and not self._closed:
+                raw = bytes(self._raw)
+                self._raw.clear()
+                self._receive(raw)
+        except Exception as exc:
             log.warning("%s: closing after error: %s", self.addr, exc)
-        finally:
             self._teardown()
+            return
+        if self._lost and not self._closed:
+            log.info("%s: connection closed by nsqd", self.addr)
+            self._teardown()
+
+    def _receive(self, data: bytes) -> None:
+        if self._compression is not None:
+            data = self._compression.decompress(data)
+        consumer = self._consumer
+        if consumer is not None:
+            self._take_messages(data, consumer)
+            return
+        for ftype, payload in self._feed(data):
+            if self._closed:  # a delegate closed it: the rest is moot
+                break
+            self._dispatch(ftype, payload)
+
+    def _check_read(self) -> None:
+        """The ``read_timeout`` watchdog: one timer per timeout period, not one per read."""
+        self._watchdog = None
+        if self._closed:
+            return
+        timeout = self.config.read_timeout
+        deadline = self._last_read + timeout
+        if self._loop.time() >= deadline - 0.001:
+            log.warning("%s: nothing read for %.1fs (read_timeout); closing", self.addr, timeout)
+            self._teardown()
+            return
+        self._watchdog = self._loop.call_at(deadline, self._check_read)
+
+    def _take_messages(self, chunk: bytes, consumer: ConsumerDelegate) -> None:
+        """One read for a consumer: its messages in batches, other frames in their place between them."""
+        try:
+            messages, others = self._parser.feed_messages(chunk, ClientMessage, self, consumer)
+        except NSQError as exc:
+            raise NSQClientError(f"{self.addr}: {exc.description}") from None
+        if not others:
+            if messages:
+                self._deliver(messages, consumer)
+            return
+        done = 0
+        for before, ftype, data in others:
+            if before > done:
+                if self._closed:
+                    return
+                self._deliver(messages[done:before], consumer)
+                done = before
+            if self._closed:
+                return
+            self._dispatch(ftype, data)
+        if done < len(messages) and not self._closed:
+            self._deliver(messages[done:], consumer)
+
+    def _deliver(self, messages: list[ClientMessage], consumer: ConsumerDelegate) -> None:
+        self.in_flight += len(messages)
+        self.last_msg_time = self._loop.time()
+        consumer.on_messages(self, messages)
 
     def _dispatch(self, ftype: int, data: bytes) -> None:
         if ftype == FrameType.RESPONSE:
@@ -333,10 +473,19 @@ class NsqdConn:
                 return
             self.delegate.on_response(self, data)
         elif ftype == FrameType.MESSAGE:
-            message = decode_message(data)
+            try:
+                frame = decode_message(data)
+            except NSQError as exc:
+                raise NSQClientError(f"{self.addr}: {exc.description}") from None
+            if self._consumer is not None:
+                message = ClientMessage(
+                    frame.id, frame.body, frame.timestamp, frame.attempts, self, self._consumer
+                )
+                self._deliver([message], self._consumer)
+                return
             self.in_flight += 1
             self.last_msg_time = self._loop.time()
-            self.delegate.on_message(self, message)
+            self.delegate.on_message(self, frame)
         elif ftype == FrameType.ERROR:
             self.delegate.on_error(self, data)
         else:
@@ -348,58 +497,105 @@ class NsqdConn:
         """Queue a command; everything queued in this loop iteration goes out in one write."""
         if self._closed:
             raise NotConnectedError(f"{self.addr}: connection closed")
+        if self._fins:
+            self._queue_fins()
         self._output.write(data)
+
+    def send_fin(self, msg_id: bytes) -> None:
+        """Queue ``FIN msg_id``, in order with :meth:`send`; a burst of FINs is built as one block."""
+        if self._closed:
+            raise NotConnectedError(f"{self.addr}: connection closed")
+        fins = self._fins
+        if not fins:
+            self._loop.call_soon(self._flush_fins)
+        fins.append(msg_id)
+
+    def _queue_fins(self) -> None:
+        fins = self._fins
+        self._output.write(b"FIN " + b"\nFIN ".join(fins) + b"\n")
+        fins.clear()
+
+    def _flush_fins(self) -> None:
+        if self._fins and not self._closed:
+            self._queue_fins()
+            self._output.flush()
 
     def _send_quietly(self, data: bytes) -> None:
         if not self._closed:
             self.send(data)
 
     def _write_now(self, data: Bytes) -> None:
-        assert self._writer is not None
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
         if self._compression is not None:
             data = self._compression.compress(data)
-        self._writer.write(data)
+        transport.write(data)
 
     @property
     def write_buffer_size(self) -> int:
-        if self._writer is None or self._writer.transport.is_closing():
+        if self._transport is None or self._transport.is_closing():
             return 0
-        return int(self._writer.transport.get_write_buffer_size())
+        return int(self._transport.get_write_buffer_size())
 
     async def drain(self) -> None:
         """Wait (up to ``write_timeout``) for the socket to take queued data; on timeout the conn closes."""
+        self._flush_fins()
         self._output.flush()
-        if self._writer is None or self._closed:
+        if self._transport is None or self._closed or not self._paused:
             return
         try:
             async with asyncio.timeout(self.config.write_timeout):
-                await self._writer.drain()
-        except (TimeoutError, OSError) as exc:
-            log.warning("%s: write stalled (%s); closing", self.addr, exc or "write_timeout")
+                while self._paused and not self._closed and not self._lost:
+                    waiter = self._loop.create_future()
+                    self._drainers.append(waiter)
+                    await waiter
+        except TimeoutError as exc:
+            log.warning("%s: write stalled (write_timeout); closing", self.addr)
             self.close()
             raise NotConnectedError(f"{self.addr}: write failed") from exc
+        if self._lost:
+            raise NotConnectedError(f"{self.addr}: connection lost while writing")
+
+    def _wake_drainers(self) -> None:
+        drainers, self._drainers = self._drainers, []
+        for waiter in drainers:
+            if not waiter.done():
+                waiter.set_result(None)
 
     # --- closing --------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush what is queued, close, and tell the delegate (once)."""
+        """Flush what is queued, close, and tell the delegate (once, on the next loop pass)."""
         if self._closed:
             return
+        self._flush_fins()
         self._output.flush()
         self._closed = True
-        if self._writer is not None:
-            self._writer.close()
-        task = self._read_task
-        if task is None:
+        self._stop_watchdog()
+        if self._transport is not None:
+            self._transport.close()
+        self._wake()
+        self._wake_drainers()
+        if self._bootstrapped:
+            self._loop.call_soon(self._teardown)
+        else:
             self._close_notified = True  # never established: connect() raises instead
-        elif not task.done() and task is not asyncio.current_task():
-            task.cancel()
 
     def _teardown(self) -> None:
         self._closed = True
-        if self._writer is not None and not self._writer.is_closing():
+        self._stop_watchdog()
+        self._wake_drainers()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
             self._output.clear()
-            self._writer.close()
+            self._fins.clear()
+            transport.close()
         if not self._close_notified:
             self._close_notified = True
             self.delegate.on_close(self)
+
+    def _stop_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None

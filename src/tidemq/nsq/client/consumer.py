@@ -1,9 +1,10 @@
 """An asyncio NSQ consumer that behaves like go-nsq v1.1's ``Consumer`` (spec 5.2-5.7).
 
-Connections hand messages to an in-process queue without waiting (so heartbeats are always answered, unlike
-go-nsq's blocking hand-off); ``concurrency`` workers per handler take them from it. Responses may come from
-any thread: they are moved onto the loop, where the backoff signal (and any RDY change) is written before
-the FIN/REQ itself.
+Connections hand each read's messages to an in-process queue without waiting (so heartbeats are always
+answered, unlike go-nsq's blocking hand-off); ``concurrency`` workers per handler take them from it. A
+worker awaits the handler itself, so a handler that does not suspend costs no task switch, and a worker
+only sleeps (one future) when the queue is empty. Responses may come from any thread: they are moved onto
+the loop, where the backoff signal (and any RDY change) is written before the FIN/REQ itself.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import inspect
 import logging
 import random
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +36,6 @@ from tidemq.nsq.protocol import Message as Frame
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Message], Awaitable[None] | None]
-_FIN = "FIN"
 _CLS = encode_command("CLS")
 
 
@@ -85,7 +86,9 @@ class Consumer:
         self._lookupd_urls: list[str] = []
         self._lookupd_index = 0
         self._handlers: list[tuple[Callable[[Message], Any], int, Callable[[Message], Any] | None]] = []
-        self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
+        #: Delivered messages no worker has taken yet, and the futures of workers waiting for one.
+        self._ready: deque[Message] = deque()
+        self._idle: deque[asyncio.Future[None]] = deque()
         self._workers: list[asyncio.Task[None]] = []
         self._running_workers = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -259,7 +262,7 @@ class Consumer:
     async def _connect(self, addr: str) -> None:
         if addr in self._conns or addr in self._pending:
             raise AlreadyConnectedError(addr)
-        conn = NsqdConn(addr, self.config, self)
+        conn = NsqdConn(addr, self.config, self, self)
         self._pending[addr] = conn
         if addr not in self._nsqd_addrs:
             self._nsqd_addrs.append(addr)
@@ -311,8 +314,18 @@ class Consumer:
     # --- ConnDelegate ---------------------------------------------------------------------------------
 
     def on_message(self, conn: NsqdConn, frame: Frame) -> None:
-        self._received += 1
-        self._queue.put_nowait(Message(frame.id, frame.body, frame.timestamp, frame.attempts, conn, self))
+        self.on_messages(conn, [Message(frame.id, frame.body, frame.timestamp, frame.attempts, conn, self)])
+
+    def on_messages(self, conn: NsqdConn, messages: list[Message]) -> None:
+        self._received += len(messages)
+        self._ready.extend(messages)
+        idle = self._idle
+        woken = 0
+        while idle and woken < len(messages):
+            waiter = idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                woken += 1
 
     def on_response(self, conn: NsqdConn, data: bytes) -> None:
         if data == CLOSE_WAIT:
@@ -348,13 +361,13 @@ class Consumer:
     # --- MessageDelegate (any thread) -----------------------------------------------------------------
 
     def on_finish(self, message: Message) -> None:
-        self._on_loop(self._respond, message, encode_command(_FIN, message.id), Signal.RESUME)
+        self._on_loop(self._finish, message)
 
     def on_requeue(self, message: Message, delay: float, backoff: bool) -> None:
         if delay == -1:
             delay = requeue_delay(self.config, message.attempts)
         cmd = encode_command("REQ", message.id, str(round(delay * 1000)))
-        self._on_loop(self._respond, message, cmd, Signal.BACKOFF if backoff else Signal.CONTINUE)
+        self._on_loop(self._requeue, message, cmd, Signal.BACKOFF if backoff else Signal.CONTINUE)
 
     def on_touch(self, message: Message) -> None:
         self._on_loop(self._touch, message)
@@ -365,13 +378,28 @@ class Consumer:
         else:
             self._loop.call_soon_threadsafe(fn, *args)
 
-    def _respond(self, message: Message, cmd: bytes, signal: Signal) -> None:
+    def _finish(self, message: Message) -> None:
+        """Write a FIN (first response only), after any RDY change; RESUME is a no-op unless backing off."""
+        if not message._settle():
+            return
         conn = message.conn
         conn.in_flight -= 1
-        if signal is Signal.RESUME:
-            self._finished += 1
+        self._finished += 1
+        if self._rdy.backoff_counter:
+            self._rdy.signal(Signal.RESUME)
+        if not conn.is_closed:
+            conn.send_fin(message.id)
         else:
-            self._requeued += 1
+            log.debug("%s: connection gone; response for %s dropped", conn.addr, message.id)
+        if conn.closing and conn.in_flight <= 0:
+            conn.close()
+
+    def _requeue(self, message: Message, cmd: bytes, signal: Signal) -> None:
+        if not message._settle():
+            return
+        conn = message.conn
+        conn.in_flight -= 1
+        self._requeued += 1
         self._rdy.signal(signal)
         if not conn.is_closed:
             conn.send(cmd)
@@ -393,13 +421,37 @@ class Consumer:
         hook: Callable[[Message], Any] | None,
         hook_async: bool,
     ) -> None:
+        ready = self._ready
+        config = self.config
         try:
             while True:
-                message = await self._queue.get()
-                if message is None:
-                    return
+                if not ready:
+                    if self._handlers_stopped:
+                        return
+                    waiter = asyncio.get_running_loop().create_future()
+                    self._idle.append(waiter)
+                    await waiter
+                    continue
+                message = ready.popleft()
                 try:
-                    await self._handle(message, handler, handler_async, hook, hook_async)
+                    max_attempts = config.max_attempts
+                    if max_attempts > 0 and message.attempts > max_attempts:
+                        await self._give_up(message, hook, hook_async)
+                        continue
+                    try:
+                        if handler_async:
+                            await handler(message)
+                        else:
+                            await _call(handler, False, message)
+                    except Exception as exc:
+                        log.error("handler returned error (%r) for msg %s", exc, _id(message))
+                        if not message._auto_response_disabled:
+                            message.requeue(-1)
+                        continue
+                    if message._auto_response_disabled or message._responded:
+                        continue
+                    message._responded = True  # message.finish(), without its hop: this is the loop
+                    self._finish(message)
                 except Exception:  # a worker outlives any one message
                     log.exception("handling msg %s failed", _id(message))
         finally:
@@ -407,33 +459,16 @@ class Consumer:
             if self._running_workers == 0:
                 self._exit()
 
-    async def _handle(
-        self,
-        message: Message,
-        handler: Callable[[Message], Any],
-        handler_async: bool,
-        hook: Callable[[Message], Any] | None,
-        hook_async: bool,
+    async def _give_up(
+        self, message: Message, hook: Callable[[Message], Any] | None, hook_async: bool
     ) -> None:
-        max_attempts = self.config.max_attempts
-        if max_attempts > 0 and message.attempts > max_attempts:
-            log.warning("msg %s attempted %d times, giving up", _id(message), message.attempts)
-            if hook is not None:
-                try:
-                    await _call(hook, hook_async, message)
-                except Exception:
-                    log.exception("failed_message_hook raised for msg %s", _id(message))
-            message.finish()
-            return
-        try:
-            await _call(handler, handler_async, message)
-        except Exception as exc:
-            log.error("handler returned error (%r) for msg %s", exc, _id(message))
-            if not message.is_auto_response_disabled:
-                message.requeue(-1)
-            return
-        if not message.is_auto_response_disabled:
-            message.finish()
+        log.warning("msg %s attempted %d times, giving up", _id(message), message.attempts)
+        if hook is not None:
+            try:
+                await _call(hook, hook_async, message)
+            except Exception:
+                log.exception("failed_message_hook raised for msg %s", _id(message))
+        message.finish()
 
     async def _rdy_loop(self) -> None:
         while True:
@@ -496,8 +531,10 @@ class Consumer:
         if self._running_workers == 0:
             self._exit()
             return
-        for _ in range(self._running_workers):
-            self._queue.put_nowait(None)
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _exit(self) -> None:
         if self._exiting:

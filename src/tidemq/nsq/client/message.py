@@ -1,24 +1,23 @@
 """A delivered message and its responses (go-nsq ``message.go``, spec 5.5).
 
-Responses may be given from any thread (blocking handlers run in a pool): the message only decides
-"first response wins" and hands the rest to its delegate, which moves it onto the event loop.
+Responses may be given from any thread (blocking handlers run in a pool): the message records that one was
+given and hands it to its delegate, which moves it onto the event loop. "First response wins" is decided
+there, on the loop thread alone (``_settle``), so it needs no lock: two threads answering at once both pass
+``has_responded`` but only the first to reach the loop is written.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tidemq.nsq.client.conn import NsqdConn
 
 
-#: Makes "first response wins" hold when two threads answer the same message at once.
-_RESPOND_LOCK = threading.Lock()
-
-
 class MessageDelegate(Protocol):
+    """Called in the responding thread; writes a response on the loop only if ``message._settle()``."""
+
     def on_finish(self, message: Message) -> None: ...
 
     def on_requeue(self, message: Message, delay: float, backoff: bool) -> None: ...
@@ -33,11 +32,11 @@ class Message:
         "_auto_response_disabled",
         "_delegate",
         "_responded",
+        "_settled",
         "attempts",
         "body",
         "conn",
         "id",
-        "nsqd_address",
         "timestamp",
     )
 
@@ -55,15 +54,20 @@ class Message:
         self.timestamp = timestamp
         self.attempts = attempts
         self.conn = conn
-        self.nsqd_address = conn.addr
         self._delegate = delegate
         self._responded = False
+        #: Written on the loop thread only, when the delegate really sends the response.
+        self._settled = False
         self._auto_response_disabled = False
 
     def __repr__(self) -> str:
         return (
             f"Message(id={self.id!r}, attempts={self.attempts}, nsqd={self.nsqd_address}, {len(self.body)}B)"
         )
+
+    @property
+    def nsqd_address(self) -> str:
+        return self.conn.addr
 
     @property
     def has_responded(self) -> bool:
@@ -79,8 +83,9 @@ class Message:
 
     def finish(self) -> None:
         """FIN: processed. A no-op once any response was given."""
-        if not self._claim():
+        if self._responded:
             return
+        self._responded = True
         self._delegate.on_finish(self)
 
     def requeue(self, delay: float = -1, backoff: bool = True) -> None:
@@ -90,19 +95,20 @@ class Message:
         """
         if (delay < 0 and delay != -1) or not math.isfinite(delay):
             raise ValueError(f"requeue delay must be >= 0 or -1 (computed), got {delay}")
-        if not self._claim():
+        if self._responded:
             return
+        self._responded = True
         self._delegate.on_requeue(self, delay, backoff)
 
     def requeue_without_backoff(self, delay: float = -1) -> None:
         self.requeue(delay, backoff=False)
 
-    def _claim(self) -> bool:
-        with _RESPOND_LOCK:
-            if self._responded:
-                return False
-            self._responded = True
-            return True
+    def _settle(self) -> bool:
+        """Loop thread only: True for the one response that is written, False for any later one."""
+        if self._settled:
+            return False
+        self._settled = True
+        return True
 
     def touch(self) -> None:
         """TOUCH: reset nsqd's in-flight timeout. Ignored once responded."""
