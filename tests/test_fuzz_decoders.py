@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidemq.nsq.protocol import MAGIC_V2, CommandParser, NSQError
 from tidemq.remoting.batch import BatchItem, decode_batch, encode_batch
 from tidemq.remoting.codes import LanguageCode, SerializeType
 from tidemq.remoting.command import RemotingCommand
@@ -491,3 +492,39 @@ def test_record_round_trip(recs: list[dict]) -> None:
         assert msg.properties == r["props"]
         assert msg.store_size == len(raw)
         assert decode_record(raw, check_crc=True).body == r["body"]
+
+
+_NSQ_LINES = st.one_of(
+    st.binary(min_size=16, max_size=16).map(lambda i: b"FIN " + i.replace(b"\n", b"x") + b"\n"),
+    st.integers(0, 3000).map(lambda n: b"RDY %d\n" % n),
+    st.just(b"NOP\r\n"),
+    st.binary(max_size=20).map(lambda b: b"PUB t " + b.replace(b"\n", b" ") + b"\n"),
+    st.binary(max_size=40).map(lambda body: b"PUB topic\n" + struct.pack(">i", len(body)) + body),
+    st.integers(-5, 6000).map(lambda n: b"DPUB topic 5\n" + struct.pack(">i", n)),
+)
+
+
+def _nsq_commands(data: bytes, cuts: list[int]) -> list[tuple[bytes, list[bytes], bytes | None] | str]:
+    parser = CommandParser(max_body_size=5000, max_msg_size=100)
+    out: list[tuple[bytes, list[bytes], bytes | None] | str] = []
+    prev = 0
+    for cut in [*cuts, len(data)]:
+        for item in parser.feed(data[prev:cut]):
+            out.append(item.code if isinstance(item, NSQError) else (item.name, item.params, item.body))
+        prev = cut
+    return out
+
+
+@FUZZ
+@given(st.lists(_NSQ_LINES, max_size=30), st.data())
+def test_nsq_command_parser_reads_the_same_however_split(lines: list[bytes], data: st.DataObject) -> None:
+    """nsqd's command parser reads the same commands (and the same first fatal error) however the bytes
+    are split across reads; lines without a body are read as plain space-separated words."""
+    wire = MAGIC_V2 + b"".join(lines)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
+    whole = _nsq_commands(wire, [])
+    assert _nsq_commands(wire, cuts) == whole
+    assert _nsq_commands(wire, list(range(1, len(wire)))) == whole
+    if not any(b"PUB" in line[:4] for line in lines):
+        words = [line[: -2 if line.endswith(b"\r\n") else -1].split(b" ") for line in lines]
+        assert whole == [(name, params, None) for name, *params in words]

@@ -291,6 +291,7 @@ class CommandParser:
         self.precheck = precheck
         self._buf = bytearray()
         self._magic_seen = False
+        self._pos = 0  # where the unparsed bytes start in _buf, while feeding
         self._pending: Command | None = None
         self._body_size = -1
         self.max_body_size = max_body_size
@@ -300,48 +301,58 @@ class CommandParser:
     def feed(self, data: bytes) -> Iterator[Command | NSQError]:
         if self.broken:
             return
-        self._buf += data
+        buf = self._buf
+        buf += data
         if not self._magic_seen:
-            if len(self._buf) < 4:
+            if len(buf) < 4:
                 return
-            if bytes(self._buf[:4]) != self.magic:
+            if bytes(buf[:4]) != self.magic:
                 self.broken = True
                 yield NSQError("E_BAD_PROTOCOL", "")
                 return
-            del self._buf[:4]
+            del buf[:4]
             self._magic_seen = True
-        while not self.broken:
-            item = self._next()
-            if item is None:
-                return
-            if isinstance(item, NSQError) and item.fatal:
-                self.broken = True
-            yield item
+        # The consumed bytes are cut once, at the end: cutting after each command moved the rest of the
+        # buffer every time (a read of 1,000 FINs moved ~10 MB).
+        self._pos = 0
+        try:
+            while not self.broken:
+                item = self._next()
+                if item is None:
+                    return
+                if isinstance(item, NSQError) and item.fatal:
+                    self.broken = True
+                yield item
+        finally:
+            del buf[: self._pos]
+            self._pos = 0
 
     def _next(self) -> Command | NSQError | None:
-        buf = self._buf
+        buf, pos = self._buf, self._pos
         if self._pending is not None:
             if self._body_size < 0:
-                if len(buf) < 4:
+                if len(buf) - pos < 4:
                     return None
-                (size,) = _SIZE.unpack_from(buf, 0)
-                del buf[:4]
+                (size,) = _SIZE.unpack_from(buf, pos)
+                self._pos = pos = pos + 4
                 problem = self._body_size_problem(self._pending.name, size)
                 if problem is not None:
                     return problem
                 self._body_size = size
-            if len(buf) < self._body_size:
+            if len(buf) - pos < self._body_size:
                 return None
             cmd = self._pending
-            cmd.body = bytes(buf[: self._body_size])
-            del buf[: self._body_size]
+            self._pos = pos + self._body_size
+            cmd.body = bytes(buf[pos : self._pos])
             self._pending, self._body_size = None, -1
             return cmd
-        end = buf.find(b"\n")
+        end = buf.find(b"\n", pos)
         if end < 0:
-            return self._line_too_long() if len(buf) > MAX_LINE else None
-        line = bytes(buf[:end])
-        del buf[: end + 1]
+            return self._line_too_long() if len(buf) - pos > MAX_LINE else None
+        line = bytes(buf[pos:end])
+        self._pos = end + 1
+        if len(line) == 20 and line.startswith(b"FIN ") and line.find(b" ", 4) < 0 and line[-1] != 13:
+            return Command(b"FIN", [line[4:]])  # most of what consumers send, without the split
         cmd = self._parse_line(line)
         if cmd.name in self.body_commands:
             problem = self.precheck(cmd) if self.precheck is not None else None
