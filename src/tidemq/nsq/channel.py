@@ -33,7 +33,7 @@ READ_AHEAD = 64
 
 
 def message_id(offset: int) -> bytes:
-    return f"{offset:016x}".encode()
+    return b"%016x" % offset
 
 
 def now_ms() -> int:
@@ -267,10 +267,8 @@ class Channel:
 
     def _owned(self, client: Subscriber, msg_id: bytes, verb: str) -> InFlight | str:
         entry = self.in_flight.get(msg_id)
-        if entry is None:
-            return f"{verb} {msg_id.decode(errors='replace')} failed ID not in flight"
-        if entry.client is not client:
-            return f"{verb} {msg_id.decode(errors='replace')} failed client does not own message"
+        if entry is None or entry.client is not client:
+            return _refusal(entry, msg_id, verb)
         return entry
 
     def finish(self, client: Subscriber, msg_id: bytes) -> str | None:
@@ -278,9 +276,9 @@ class Channel:
 
         The caller pumps (once for all the FINs it read together), like after ``requeue``.
         """
-        entry = self._owned(client, msg_id, "FIN")
-        if isinstance(entry, str):
-            return entry
+        entry = self.in_flight.get(msg_id)
+        if entry is None or entry.client is not client:
+            return _refusal(entry, msg_id, "FIN")
         del self.in_flight[msg_id]
         client.in_flight -= 1
         self.attempts.pop(entry.offset, None)
@@ -365,6 +363,11 @@ class Channel:
         keep = max(0, limit - waiting_before)
         if first_new + keep < end:
             self.dropped.append((first_new + keep, end))
+
+
+def _refusal(entry: InFlight | None, msg_id: bytes, verb: str) -> str:
+    what = "ID not in flight" if entry is None else "client does not own message"
+    return f"{verb} {msg_id.decode(errors='replace')} failed {what}"
 
 
 def _sampled_out(rate: int) -> bool:

@@ -29,7 +29,7 @@ from tidemq.nsq.protocol import (
     NSQError,
     decode_mpub,
     encode_frame,
-    encode_message,
+    encode_message_head,
     go_quote,
     parse_int,
     valid_name,
@@ -152,7 +152,9 @@ class NsqConnection(asyncio.Protocol):
 
     def send_message(self, timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> None:
         self.stats["message_count"] += 1
-        self._output.write(encode_message(timestamp_ns, attempts, msg_id, body))
+        write = self._output.write
+        write(encode_message_head(timestamp_ns, attempts, msg_id, len(body)))
+        write(body)  # its own part: the output buffer's one join is its only copy
 
     def close(self) -> None:
         """Close after what is queued has been written (a fatal error frame must reach the client)."""
@@ -186,6 +188,7 @@ class NsqConnection(asyncio.Protocol):
         """
         commands = self._commands
         pump = False
+        check_tls = self.nsqd.config.tls_required is not TLSRequired.NO and not self.tls
         while commands and not self._closed and not self._unanswered:
             item = commands[0]
             if not isinstance(item, Command):
@@ -195,7 +198,8 @@ class NsqConnection(asyncio.Protocol):
                 break
             commands.popleft()
             try:
-                self._check_tls(item)
+                if check_tls:
+                    self._check_tls(item)
                 pump |= handler(self, item)
             except NSQError as err:
                 self._answer_error(err)
@@ -384,9 +388,13 @@ class NsqConnection(asyncio.Protocol):
         return cmd.params[0]
 
     def fin(self, cmd: Command) -> bool:
-        msg_id = self._message_id(cmd, "FIN")
-        assert self.channel is not None
-        problem = self.channel.finish(self, msg_id)
+        params, channel = cmd.params, self.channel
+        if self.state is State.SUBSCRIBED and len(params) == 1 and len(params[0]) == 16 and channel:
+            msg_id = params[0]  # what _message_id checks, for the usual FIN
+        else:
+            msg_id = self._message_id(cmd, "FIN")
+        assert channel is not None
+        problem = channel.finish(self, msg_id)
         if problem:
             raise NSQError("E_FIN_FAILED", problem, fatal=False)
         self.stats["finish_count"] += 1

@@ -23,6 +23,8 @@ CLOSE_WAIT = b"CLOSE_WAIT"
 MESSAGE_HEADER = struct.Struct(">qH16s")  # timestamp ns, attempts, id
 _SIZE = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")
+#: A message frame's whole head: size, frame type, then the message header.
+_MESSAGE_HEAD = struct.Struct(">iiqH16s")
 _NAME = re.compile(r"^[.a-zA-Z0-9_-]+(#ephemeral)?$")
 MAX_MPUB_COUNT = 1_048_575  # (max body size - 4) / 5, as nsqd bounds it
 BODY_COMMANDS = frozenset({b"IDENTIFY", b"AUTH", b"PUB", b"DPUB", b"MPUB"})
@@ -91,11 +93,12 @@ def encode_frame(frame_type: int, data: bytes) -> bytes:
 
 def encode_message(timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> bytes:
     """A message frame, header included."""
-    return (
-        _FRAME_HEAD.pack(4 + MESSAGE_HEADER.size + len(body), FrameType.MESSAGE)
-        + MESSAGE_HEADER.pack(timestamp_ns, attempts & 0xFFFF, msg_id)
-        + body
-    )
+    return encode_message_head(timestamp_ns, attempts, msg_id, len(body)) + body
+
+
+def encode_message_head(timestamp_ns: int, attempts: int, msg_id: bytes, body_size: int) -> bytes:
+    """A message frame up to its body, for a writer that sends the body as a part of its own."""
+    return _MESSAGE_HEAD.pack(30 + body_size, FrameType.MESSAGE, timestamp_ns, attempts & 0xFFFF, msg_id)
 
 
 @dataclass(slots=True)
@@ -114,8 +117,6 @@ def decode_message(data: bytes | memoryview) -> Message:
 
 
 _T = TypeVar("_T")
-#: A message frame's whole head: size, frame type, then the message header.
-_MESSAGE_HEAD = struct.Struct(">iiqH16s")
 _MESSAGE = int(FrameType.MESSAGE)
 
 
