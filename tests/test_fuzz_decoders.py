@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.nsq.protocol import MAGIC_V2, CommandParser, NSQError
-from tidemq.remoting.batch import BatchItem, decode_batch, encode_batch
+from tidemq.remoting.batch import BatchItem, build_uniform_batch, decode_batch, encode_batch
 from tidemq.remoting.codes import LanguageCode, SerializeType
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import FrameDecoder, FrameError, HeaderError, encode
@@ -528,3 +528,31 @@ def test_nsq_command_parser_reads_the_same_however_split(lines: list[bytes], dat
     if not any(b"PUB" in line[:4] for line in lines):
         words = [line[: -2 if line.endswith(b"\r\n") else -1].split(b" ") for line in lines]
         assert whole == [(name, params, None) for name, *params in words]
+
+
+@ROUND_TRIP
+@given(
+    st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=5),
+    st.text(max_size=40).map(lambda t: t.replace("\x01", "").replace("\x02", "")),
+    st.sampled_from([b"\x7f\x00\x00\x01\x00\x00\x10\x00", bytes(range(20))]),
+    INT64,
+)
+def test_uniform_batch_is_the_records_encode_record_builds(
+    bodies: list[bytes], value: str, host: bytes, timestamp: int
+) -> None:
+    """nsqd's batch builder lays out exactly the records ``encode_record`` builds one by one."""
+    props = encode_properties({"NSQ_TS": value}) if value else ""
+    batch = build_uniform_batch(
+        bodies, topic="nsq:t", queue_id=0, properties=props, timestamp=timestamp, born_host=host,
+        store_host=host,
+    )  # fmt: skip
+    records = [
+        encode_record(
+            topic="nsq:t", queue_id=0, body=body, properties=props, born_timestamp=timestamp,
+            born_host=host, store_timestamp=timestamp, store_host=host,
+        )
+        for body in bodies
+    ]  # fmt: skip
+    assert bytes(batch.data) == b"".join(records)
+    assert batch.sizes == [len(r) for r in records]
+    assert [m.body for m in iter_records(batch.data)] == bodies

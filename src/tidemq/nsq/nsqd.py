@@ -25,12 +25,15 @@ from tidemq.nsq.connection import NsqConnection
 from tidemq.nsq.http_api import make_app
 from tidemq.nsq.lookup_peer import LookupdRegistrar
 from tidemq.nsq.protocol import NSQError
-from tidemq.remoting.message import encode_properties, encode_record
+from tidemq.remoting.batch import build_uniform_batch
+from tidemq.remoting.message import encode_properties
 from tidemq.store import FlushMode, MessageStore, StoreError
-from tidemq.store.message_store import AppendRequest
 from tidemq.store.metadata import JsonSnapshots, read_json
 
 log = logging.getLogger(__name__)
+
+#: The born and store host of nsqd's records (127.0.0.1:0, as RocketMQ lays an IPv4 host out).
+_LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 PERSIST_INTERVAL_S = 1.0
 
 
@@ -190,26 +193,18 @@ class Nsqd:
         props = {PROP_TIMESTAMP: str(now_ns)}
         if defer_ms > 0:
             props[PROP_DEFER] = str(defer_ms)
-        encoded = encode_properties(props)
         store_topic = topic.store_topic
-        requests = [
-            AppendRequest(
-                encode_record(
-                    topic=store_topic,
-                    queue_id=0,
-                    body=body,
-                    properties=encoded,
-                    born_timestamp=now_ms,
-                    store_timestamp=now_ms,
-                ),
-                store_topic,
-                0,
-                0,
-            )
-            for body in bodies
-        ]
+        batch = build_uniform_batch(
+            bodies,
+            topic=store_topic,
+            queue_id=0,
+            properties=encode_properties(props),
+            timestamp=now_ms,
+            born_host=_LOCALHOST,
+            store_host=_LOCALHOST,
+        )
         try:
-            result = self.store.put(requests)
+            result = self.store.put_batch(store_topic, 0, batch)
         except StoreError as exc:
             raise self._store_failed(exc, error_code) from None
         self.health_error = ""

@@ -13,7 +13,14 @@ import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tidemq.remoting.message import MAGIC_MESSAGE, MessageDecodeError, SysFlag, tag_hash
+from tidemq.remoting.message import (
+    MAGIC_MESSAGE,
+    MessageDecodeError,
+    SysFlag,
+    host_flags,
+    record_head,
+    tag_hash,
+)
 
 _ITEM_HEAD = struct.Struct(">iiiii")  # total, magic, body CRC, flag, body length
 _I16 = struct.Struct(">h")
@@ -92,13 +99,6 @@ class StoredBatch:
     keys: list[list[bytes]] = field(default_factory=list)
 
 
-@lru_cache(maxsize=8)
-def _record_head(born_host_len: int, store_host_len: int) -> struct.Struct:
-    # total, magic, CRC, queue id, flag, queue offset, physical offset, sys flag, born ts, born host,
-    # store ts, store host, reconsume times, prepared tx offset, body length (spec 3.1).
-    return struct.Struct(f">iIiiiqqiq{born_host_len}sq{store_host_len}siqi")
-
-
 @lru_cache(maxsize=1024)
 def _tags_code(tags: bytes) -> int:
     return tag_hash(tags.decode(errors="replace"))
@@ -154,12 +154,8 @@ def build_stored_batch(
         raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
     topic_part = bytes((len(topic_b),)) + topic_b
     extra = extra_properties.encode()
-    sys_flag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6 | SysFlag.COMPRESSED)
-    if len(born_host) == 20:
-        sys_flag |= SysFlag.BORNHOST_V6
-    if len(store_host) == 20:
-        sys_flag |= SysFlag.STOREHOST_V6
-    head = _record_head(len(born_host), len(store_host))
+    sys_flag = host_flags(sys_flag & ~SysFlag.COMPRESSED, born_host, store_host)
+    head = record_head(len(born_host), len(store_host))
     pack_head, pack_len, crc32 = head.pack, _I16.pack, zlib.crc32
     unpack_item, unpack_len, find, rfind = _ITEM_HEAD.unpack_from, _I16.unpack_from, body.find, body.rfind
     fixed = head.size + len(topic_part) + _I16.size
@@ -221,3 +217,44 @@ def build_stored_batch(
         keys.append(msg_keys)
         pos = props_end
     return StoredBatch(bytearray().join(parts), sizes, tags_codes, keys)
+
+
+def build_uniform_batch(
+    bodies: list[bytes],
+    *,
+    topic: str,
+    queue_id: int,
+    properties: str,
+    timestamp: int,
+    born_host: bytes,
+    store_host: bytes,
+) -> StoredBatch:
+    """Stored records for bodies that share everything else (topic, queue, properties, time): how nsqd
+    stores a PUB or an MPUB. One ``struct`` pack per record; the tail after the body is built once."""
+    topic_b = topic.encode()
+    props = properties.encode()
+    if len(topic_b) > 127:
+        raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
+    if len(props) > MAX_PROPERTIES:
+        raise MessageDecodeError(f"properties are {len(props)} bytes, over the {MAX_PROPERTIES} limit")
+    sys_flag = host_flags(0, born_host, store_host)
+    head = record_head(len(born_host), len(store_host))
+    tail = bytes((len(topic_b),)) + topic_b + _I16.pack(len(props)) + props
+    fixed = head.size + len(tail)
+    pack, crc32 = head.pack, zlib.crc32
+    parts: list[bytes] = []
+    append = parts.append
+    sizes: list[int] = []
+    for body in bodies:
+        size = fixed + len(body)
+        append(
+            pack(
+                size, MAGIC_MESSAGE, crc32(body) & 0x7FFFFFFF, queue_id, 0, 0, 0, sys_flag,
+                timestamp, born_host, timestamp, store_host, 0, 0, len(body),
+            )
+        )  # fmt: skip
+        append(body)
+        append(tail)
+        sizes.append(size)
+    no_keys: list[bytes] = []  # never appended to: shared by every record
+    return StoredBatch(bytearray().join(parts), sizes, [0] * len(bodies), [no_keys] * len(bodies))

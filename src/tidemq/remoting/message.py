@@ -13,6 +13,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 MAGIC_MESSAGE = 0xDAA320A7
 MAGIC_BLANK = 0xCBD43194
@@ -225,38 +226,40 @@ def encode_record(
         raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
     if len(props_b) > 32767:
         raise MessageDecodeError(f"properties are {len(props_b)} bytes, over the 32767 limit")
-    # The host-length bits describe this record's layout: they come from the hosts, never from a sender.
+    head = record_head(len(born_host), len(store_host))
+    total = head.size + len(body) + 1 + len(topic_b) + 2 + len(props_b)
+    out = bytearray(
+        head.pack(
+            total, MAGIC_MESSAGE, body_crc(body), queue_id, flag, queue_offset, commit_log_offset,
+            host_flags(sys_flag, born_host, store_host), born_timestamp, born_host, store_timestamp,
+            store_host, reconsume_times, prepared_transaction_offset, len(body),
+        )
+    )  # fmt: skip
+    out += body
+    out.append(len(topic_b))
+    out += topic_b
+    out += _I16.pack(len(props_b))
+    out += props_b
+    return out
+
+
+@lru_cache(maxsize=8)
+def record_head(born_host_len: int, store_host_len: int) -> struct.Struct:
+    """A stored record up to its body: total, magic, CRC, queue id, flag, queue offset, physical offset,
+    sys flag, born timestamp, born host, store timestamp, store host, reconsume times, prepared
+    transaction offset, body length (spec 3.1); hosts are 8 bytes (IPv4) or 20 (IPv6)."""
+    return struct.Struct(f">iIiiiqqiq{born_host_len}sq{store_host_len}siqi")
+
+
+def host_flags(sys_flag: int, born_host: bytes, store_host: bytes) -> int:
+    """``sys_flag`` with its host-length bits set from the hosts: they describe the record's layout, so
+    they come from the hosts, never from a sender."""
     sys_flag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
     if len(born_host) == 20:
         sys_flag |= SysFlag.BORNHOST_V6
     if len(store_host) == 20:
         sys_flag |= SysFlag.STOREHOST_V6
-    total = HEAD_SIZE_V4 + (len(born_host) - 8) + (len(store_host) - 8) + len(body) + 1 + len(topic_b)
-    total += 2 + len(props_b)
-    out = bytearray(total)
-    _I32.pack_into(out, 0, total)
-    _U32.pack_into(out, 4, MAGIC_MESSAGE)
-    _I32.pack_into(out, 8, body_crc(body))
-    struct.pack_into(
-        ">iiqqiq", out, 12, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_timestamp
-    )
-    pos = 48
-    out[pos : pos + len(born_host)] = born_host
-    pos += len(born_host)
-    _I64.pack_into(out, pos, store_timestamp)
-    pos += 8
-    out[pos : pos + len(store_host)] = store_host
-    pos += len(store_host)
-    struct.pack_into(">iqi", out, pos, reconsume_times, prepared_transaction_offset, len(body))
-    pos += 16
-    out[pos : pos + len(body)] = body
-    pos += len(body)
-    out[pos] = len(topic_b)
-    out[pos + 1 : pos + 1 + len(topic_b)] = topic_b
-    pos += 1 + len(topic_b)
-    struct.pack_into(">h", out, pos, len(props_b))
-    out[pos + 2 :] = props_b
-    return out
+    return sys_flag
 
 
 def _host_sizes(sys_flag: int) -> tuple[int, int]:
