@@ -32,10 +32,6 @@ _DEFER_KEY = PROP_DEFER.encode() + b"\x01"
 READ_AHEAD = 64
 
 
-def message_id(offset: int) -> bytes:
-    return b"%016x" % offset
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -130,35 +126,42 @@ class Channel:
         """Hand waiting messages to subscribers with RDY credit left, until either runs out."""
         if self.paused or self.topic.paused or self.deleted:
             return
-        if len(self.clients) == 1:
-            self._pump_to(self.clients[0])
+        if len(self.clients) == 1:  # the usual case: fill its credit without choosing per message
+            client = self.clients[0]
+            if client.receiving:
+                self._deliver(client, client.rdy - client.in_flight)
             return
         while True:
-            client = self._ready_client()
-            if client is None:
+            chosen = self._ready_client()
+            if chosen is None or not self._deliver(chosen, 1):
                 return
-            item = self._next()
-            if item is None:
-                return
-            if client.sample_rate and _sampled_out(client.sample_rate):
-                self.attempts.pop(item.offset, None)  # nsqd drops a sampled-out message for this channel
-                continue
-            self._deliver(client, item)
 
-    def _pump_to(self, client: Subscriber) -> None:
-        """The usual case, one subscriber: fill its credit without choosing a client per message."""
-        room = client.rdy - client.in_flight
-        if not client.receiving:
-            return
-        while room > 0:
+    def _deliver(self, client: Subscriber, count: int) -> int:
+        """Send ``client`` up to ``count`` waiting messages; returns how many it got."""
+        attempts, in_flight, deadlines = self.attempts, self.in_flight, self._deadlines
+        sample_rate = client.sample_rate
+        now = time.monotonic()
+        deadline = now + client.msg_timeout_ms / 1000
+        send = client.send_message
+        sent = 0
+        while sent < count:
             item = self._next()
             if item is None:
-                return
-            if client.sample_rate and _sampled_out(client.sample_rate):
-                self.attempts.pop(item.offset, None)
+                break
+            offset = item.offset
+            if sample_rate and _sampled_out(sample_rate):
+                attempts.pop(offset, None)  # nsqd drops a sampled-out message for this channel
                 continue
-            self._deliver(client, item)
-            room -= 1
+            tries = attempts.get(offset, 0) + 1
+            attempts[offset] = tries
+            msg_id = b"%016x" % offset  # the id is the log offset
+            in_flight[msg_id] = InFlight(offset, client, now, deadline)
+            heapq.heappush(deadlines, (deadline, msg_id))
+            send(item.timestamp_ns, tries, msg_id, item.body)
+            sent += 1
+        client.in_flight += sent
+        self.stats.message_count += sent
+        return sent
 
     def _ready_client(self) -> Subscriber | None:
         best: Subscriber | None = None
@@ -251,18 +254,6 @@ class Channel:
             offset, int(ts) if ts else store_ms * 1_000_000, body, store_ms + defer if defer > 0 else 0
         )
 
-    def _deliver(self, client: Subscriber, item: _Stored) -> None:
-        attempts = self.attempts.get(item.offset, 0) + 1
-        self.attempts[item.offset] = attempts
-        msg_id = message_id(item.offset)
-        now = time.monotonic()
-        deadline = now + client.msg_timeout_ms / 1000
-        self.in_flight[msg_id] = InFlight(item.offset, client, now, deadline)
-        heapq.heappush(self._deadlines, (deadline, msg_id))
-        client.in_flight += 1
-        self.stats.message_count += 1
-        client.send_message(item.timestamp_ns, attempts, msg_id, item.body)
-
     # --- answers from consumers -----------------------------------------------------------------------
 
     def _owned(self, client: Subscriber, msg_id: bytes, verb: str) -> InFlight | str:
@@ -272,17 +263,24 @@ class Channel:
         return entry
 
     def finish(self, client: Subscriber, msg_id: bytes) -> str | None:
-        """FIN; returns the E_FIN_FAILED description when the id is not this client's in-flight message.
+        """FIN; returns the E_FIN_FAILED description when the id is not this client's in-flight message."""
+        problems = self.finish_many(client, [msg_id])
+        return problems[0] if problems else None
 
-        The caller pumps (once for all the FINs it read together), like after ``requeue``.
-        """
-        entry = self.in_flight.get(msg_id)
-        if entry is None or entry.client is not client:
-            return _refusal(entry, msg_id, "FIN")
-        del self.in_flight[msg_id]
-        client.in_flight -= 1
-        self.attempts.pop(entry.offset, None)
-        return None
+    def finish_many(self, client: Subscriber, msg_ids: list[bytes]) -> list[str]:
+        """FIN a run of ids (a consumer's FINs come in runs); returns the E_FIN_FAILED descriptions, in
+        order, of those that are not this client's in-flight messages. The caller pumps once after."""
+        in_flight, attempts = self.in_flight, self.attempts
+        problems = []
+        for msg_id in msg_ids:
+            entry = in_flight.get(msg_id)
+            if entry is None or entry.client is not client:
+                problems.append(_refusal(entry, msg_id, "FIN"))
+                continue
+            del in_flight[msg_id]
+            attempts.pop(entry.offset, None)
+        client.in_flight -= len(msg_ids) - len(problems)
+        return problems
 
     def requeue(self, client: Subscriber, msg_id: bytes, delay_ms: int) -> str | None:
         entry = self._owned(client, msg_id, "REQ")

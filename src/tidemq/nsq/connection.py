@@ -193,6 +193,9 @@ class NsqConnection(asyncio.Protocol):
             item = commands[0]
             if not isinstance(item, Command):
                 break
+            if item.name == b"FIN" and not check_tls and self._finish_run():
+                pump = True
+                continue
             handler = _INLINE.get(item.name)
             if handler is None:
                 break
@@ -206,6 +209,29 @@ class NsqConnection(asyncio.Protocol):
         if pump and self.channel is not None:
             self.channel.pump()
         return not commands or self._closed
+
+    def _finish_run(self) -> bool:
+        """FIN the well-formed FINs at the head of the queue together; False if there are none."""
+        channel, commands = self.channel, self._commands
+        if self.state is not State.SUBSCRIBED or channel is None:
+            return False
+        ids = []
+        while commands:
+            cmd = commands[0]
+            if not isinstance(cmd, Command) or cmd.name != b"FIN" or len(cmd.params) != 1:
+                break
+            msg_id = cmd.params[0]
+            if len(msg_id) != 16:
+                break
+            ids.append(msg_id)
+            commands.popleft()
+        if not ids:
+            return False
+        problems = channel.finish_many(self, ids)
+        self.stats["finish_count"] += len(ids) - len(problems)
+        for problem in problems:
+            self._answer_error(NSQError("E_FIN_FAILED", problem, fatal=False))
+        return True
 
     async def _work(self) -> None:
         while self._commands and not self._closed:
@@ -388,13 +414,9 @@ class NsqConnection(asyncio.Protocol):
         return cmd.params[0]
 
     def fin(self, cmd: Command) -> bool:
-        params, channel = cmd.params, self.channel
-        if self.state is State.SUBSCRIBED and len(params) == 1 and len(params[0]) == 16 and channel:
-            msg_id = params[0]  # what _message_id checks, for the usual FIN
-        else:
-            msg_id = self._message_id(cmd, "FIN")
-        assert channel is not None
-        problem = channel.finish(self, msg_id)
+        msg_id = self._message_id(cmd, "FIN")
+        assert self.channel is not None
+        problem = self.channel.finish(self, msg_id)
         if problem:
             raise NSQError("E_FIN_FAILED", problem, fatal=False)
         self.stats["finish_count"] += 1
