@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tidemq.nsq.protocol import MAGIC_V2, CommandParser, NSQError
+from tidemq.nsq.protocol import MAGIC_V2, CommandParser, FinRun, NSQError
 from tidemq.remoting.batch import BatchItem, build_uniform_batch, decode_batch, encode_batch
 from tidemq.remoting.codes import LanguageCode, SerializeType
 from tidemq.remoting.command import RemotingCommand
@@ -510,7 +510,10 @@ def _nsq_commands(data: bytes, cuts: list[int]) -> list[tuple[bytes, list[bytes]
     prev = 0
     for cut in [*cuts, len(data)]:
         for item in parser.feed(data[prev:cut]):
-            out.append(item.code if isinstance(item, NSQError) else (item.name, item.params, item.body))
+            if isinstance(item, FinRun):
+                out += [(b"FIN", [msg_id], None) for msg_id in item.ids]
+            else:
+                out.append(item.code if isinstance(item, NSQError) else (item.name, item.params, item.body))
         prev = cut
     return out
 

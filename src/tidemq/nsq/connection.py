@@ -25,6 +25,7 @@ from tidemq.nsq.protocol import (
     OK,
     Command,
     CommandParser,
+    FinRun,
     FrameType,
     NSQError,
     decode_mpub,
@@ -72,7 +73,7 @@ class NsqConnection(asyncio.Protocol):
         self.compression: StreamCompression | None = None
         self.auth_state: AuthState | None = None
         self._auth_secret = ""
-        self._commands: deque[Command | NSQError] = deque()
+        self._commands: deque[Command | FinRun | NSQError] = deque()
         #: Sync flush: (log end, error code) of publishes stored but not yet answered.
         self._unanswered: list[tuple[int, str]] = []
         self._worker: asyncio.Task[None] | None = None
@@ -188,14 +189,16 @@ class NsqConnection(asyncio.Protocol):
         """
         commands = self._commands
         pump = False
-        check_tls = self.nsqd.config.tls_required is not TLSRequired.NO and not self.tls
+        check_tls = self._tls_missing
         while commands and not self._closed and not self._unanswered:
             item = commands[0]
-            if not isinstance(item, Command):
-                break
-            if item.name == b"FIN" and not check_tls and self._finish_run():
+            if isinstance(item, FinRun):
+                commands.popleft()
+                self._finish(item.ids, check_tls)
                 pump = True
                 continue
+            if not isinstance(item, Command):
+                break
             handler = _INLINE.get(item.name)
             if handler is None:
                 break
@@ -210,28 +213,25 @@ class NsqConnection(asyncio.Protocol):
             self.channel.pump()
         return not commands or self._closed
 
-    def _finish_run(self) -> bool:
-        """FIN the well-formed FINs at the head of the queue together; False if there are none."""
-        channel, commands = self.channel, self._commands
-        if self.state is not State.SUBSCRIBED or channel is None:
-            return False
-        ids = []
-        while commands:
-            cmd = commands[0]
-            if not isinstance(cmd, Command) or cmd.name != b"FIN" or len(cmd.params) != 1:
-                break
-            msg_id = cmd.params[0]
-            if len(msg_id) != 16:
-                break
-            ids.append(msg_id)
-            commands.popleft()
-        if not ids:
-            return False
-        problems = channel.finish_many(self, ids)
-        self.stats["finish_count"] += len(ids) - len(problems)
-        for problem in problems:
-            self._answer_error(NSQError("E_FIN_FAILED", problem, fatal=False))
-        return True
+    def _finish(self, msg_ids: list[bytes], check_tls: bool) -> None:
+        """FIN a run of ids at once, or one by one where the connection's state must refuse them."""
+        channel = self.channel
+        if self.state is State.SUBSCRIBED and channel is not None and not check_tls:
+            problems = channel.finish_many(self, msg_ids)
+            self.stats["finish_count"] += len(msg_ids) - len(problems)
+            for problem in problems:
+                self._answer_error(NSQError("E_FIN_FAILED", problem, fatal=False))
+            return
+        for msg_id in msg_ids:
+            cmd = Command(b"FIN", [msg_id])
+            try:
+                if check_tls:
+                    self._check_tls(cmd)
+                self.fin(cmd)
+            except NSQError as err:
+                self._answer_error(err)
+                if err.fatal:
+                    return
 
     async def _work(self) -> None:
         while self._commands and not self._closed:
@@ -241,6 +241,12 @@ class NsqConnection(asyncio.Protocol):
             try:
                 if isinstance(item, NSQError):
                     raise item
+                if isinstance(item, FinRun):  # behind publishes still to answer: answer them first
+                    await self._answer_publishes()
+                    self._finish(item.ids, self._tls_missing)
+                    if self.channel is not None:
+                        self.channel.pump()
+                    continue
                 await self._handle(item)
                 if self._unanswered and not (self._commands and _is_publish(self._commands[0])):
                     await self._answer_publishes()
@@ -282,8 +288,12 @@ class NsqConnection(asyncio.Protocol):
         elif inline is not None and inline(self, cmd) and self.channel is not None:
             self.channel.pump()
 
+    @property
+    def _tls_missing(self) -> bool:
+        return self.nsqd.config.tls_required is not TLSRequired.NO and not self.tls
+
     def _check_tls(self, cmd: Command) -> None:
-        if cmd.name != b"IDENTIFY" and self.nsqd.config.tls_required is not TLSRequired.NO and not self.tls:
+        if cmd.name != b"IDENTIFY" and self._tls_missing:
             raise NSQError("E_INVALID", f"cannot {cmd.name.decode()} in current state (TLS required)")
 
     def _require_state(self, cmd: Command, *states: State) -> None:
@@ -510,8 +520,8 @@ class NsqConnection(asyncio.Protocol):
 _PUBLISHES = frozenset((b"PUB", b"MPUB", b"DPUB"))
 
 
-def _is_publish(item: Command | NSQError) -> bool:
-    return not isinstance(item, NSQError) and item.name in _PUBLISHES
+def _is_publish(item: Command | FinRun | NSQError) -> bool:
+    return isinstance(item, Command) and item.name in _PUBLISHES
 
 
 _INLINE = {

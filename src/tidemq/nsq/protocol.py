@@ -272,6 +272,13 @@ class Command:
     body: bytes | None = None
 
 
+@dataclass(slots=True)
+class FinRun:
+    """FIN lines back to back, read as one item: a consumer sends one per message, in runs."""
+
+    ids: list[bytes]
+
+
 class CommandParser:
     """Server side: the magic, then command lines and their bodies.
 
@@ -281,6 +288,8 @@ class CommandParser:
 
     magic = MAGIC_V2
     body_commands = BODY_COMMANDS
+    #: Yield well-formed FIN lines that come back to back as one ``FinRun``.
+    fin_runs = True
 
     def __init__(
         self,
@@ -299,7 +308,7 @@ class CommandParser:
         self.max_msg_size = max_msg_size
         self.broken = False
 
-    def feed(self, data: bytes) -> Iterator[Command | NSQError]:
+    def feed(self, data: bytes) -> Iterator[Command | FinRun | NSQError]:
         if self.broken:
             return
         buf = self._buf
@@ -328,7 +337,7 @@ class CommandParser:
             del buf[: self._pos]
             self._pos = 0
 
-    def _next(self) -> Command | NSQError | None:
+    def _next(self) -> Command | FinRun | NSQError | None:
         buf, pos = self._buf, self._pos
         if self._pending is not None:
             if self._body_size < 0:
@@ -352,8 +361,8 @@ class CommandParser:
             return self._line_too_long() if len(buf) - pos > MAX_LINE else None
         line = bytes(buf[pos:end])
         self._pos = end + 1
-        if len(line) == 20 and line.startswith(b"FIN ") and line.find(b" ", 4) < 0 and line[-1] != 13:
-            return Command(b"FIN", [line[4:]])  # most of what consumers send, without the split
+        if self.fin_runs and end - pos == 20 and _is_fin_line(line):
+            return self._fin_run(line)
         cmd = self._parse_line(line)
         if cmd.name in self.body_commands:
             problem = self.precheck(cmd) if self.precheck is not None else None
@@ -362,6 +371,20 @@ class CommandParser:
             self._pending = cmd
             return self._next()
         return cmd
+
+    def _fin_run(self, first: bytes) -> FinRun:
+        """``first`` and the FIN lines right behind it (each exactly 21 bytes), without a split each."""
+        buf, pos = self._buf, self._pos
+        ids = [first[4:]]
+        end = len(buf)
+        while pos + 21 <= end and buf[pos + 20] == 10:
+            line = bytes(buf[pos : pos + 20])
+            if not _is_fin_line(line):
+                break
+            ids.append(line[4:])
+            pos += 21
+        self._pos = pos
+        return FinRun(ids)
 
     def _line_too_long(self) -> NSQError:
         return NSQError("E_INVALID", f"command line longer than {MAX_LINE} bytes", answer=False)
@@ -385,6 +408,11 @@ class CommandParser:
         if size > self.max_body_size:
             return NSQError("E_BAD_BODY", f"{verb} body too big {size} > {self.max_body_size}")
         return None
+
+
+def _is_fin_line(line: bytes) -> bool:
+    """A 20-byte line that splits into FIN and one 16-byte id (no other space, no CR)."""
+    return line.startswith(b"FIN ") and line.find(b" ", 4) < 0 and line[-1] != 13
 
 
 def parse_int(raw: bytes, verb: str, what: str) -> int:

@@ -50,6 +50,7 @@ class LookupParser(CommandParser):
 
     magic = MAGIC_V1
     body_commands = frozenset({b"IDENTIFY"})
+    fin_runs = False
 
     def __init__(self) -> None:
         super().__init__(precheck=self._identify_once)
@@ -59,7 +60,7 @@ class LookupParser(CommandParser):
         for item in super().feed(data):
             if isinstance(item, NSQError):
                 yield item
-            else:
+            elif isinstance(item, Command):  # never a FinRun: fin_runs is off
                 params = [p.decode(errors="replace") for p in item.params]
                 yield LookupCommand(item.name.decode(errors="replace"), params, item.body)
 
