@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from tidemq.nsq.protocol import is_ephemeral
 from tidemq.remoting.batch import property_value
 from tidemq.remoting.message import record_bodies
-from tidemq.store import GetStatus, MessageStore
+from tidemq.store import GetResult, GetStatus, MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,8 @@ PROP_TIMESTAMP = "NSQ_TS"
 PROP_DEFER = "NSQ_DEFER"
 _TIMESTAMP_KEY = PROP_TIMESTAMP.encode() + b"\x01"
 _DEFER_KEY = PROP_DEFER.encode() + b"\x01"
-READ_AHEAD = 64
+#: Records read from the store at a time (also bounded by the store's bytes per read).
+READ_AHEAD = 256
 
 
 def now_ms() -> int:
@@ -190,7 +191,7 @@ class Channel:
         return self.read_ahead.popleft() if self.read_ahead else None
 
     def _read_more(self) -> None:
-        result = self.store.get(self.topic.store_topic, 0, self.next_offset, READ_AHEAD)
+        result = self._read(self.next_offset, READ_AHEAD)
         if result.status is GetStatus.OFFSET_TOO_SMALL:
             log.warning(
                 "channel %s/%s: messages before %d were removed by retention",
@@ -199,7 +200,7 @@ class Channel:
                 result.next_begin_offset,
             )
             self.next_offset = result.next_begin_offset
-            result = self.store.get(self.topic.store_topic, 0, self.next_offset, READ_AHEAD)
+            result = self._read(self.next_offset, READ_AHEAD)
         if result.status is not GetStatus.FOUND:
             return
         now = now_ms()
@@ -239,8 +240,11 @@ class Channel:
     def _was_dropped(self, offset: int) -> bool:
         return any(start <= offset < end for start, end in self.dropped)
 
+    def _read(self, offset: int, count: int) -> GetResult:
+        return self.store.get(self.topic.store_topic, 0, offset, count, max_transfer=count)
+
     def _read_one(self, offset: int) -> _Stored | None:
-        result = self.store.get(self.topic.store_topic, 0, offset, 1)
+        result = self._read(offset, 1)
         if result.status is not GetStatus.FOUND:
             return None
         return self._stored(record_bodies(result.messages[0])[0])

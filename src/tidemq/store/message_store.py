@@ -388,8 +388,13 @@ class MessageStore:
         offset: int,
         max_nums: int,
         match: Callable[[int], bool] | None = None,
+        max_transfer: int = MAX_TRANSFER_COUNT,
     ) -> GetResult:
-        """Read like Java's DefaultMessageStore.getMessage: see spec 4.4 for every status."""
+        """Read like Java's DefaultMessageStore.getMessage: see spec 4.4 for every status.
+
+        At most ``max_transfer`` records (Java's maxTransferCountOnMessageInMemory, 32, for pulls) and
+        ``MAX_TRANSFER_BYTES``; nsqd's channels, which read ahead for themselves, take more at a time.
+        """
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -402,7 +407,7 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        limit = min(max_nums, MAX_TRANSFER_COUNT) if max_nums > 0 else 1
+        limit = min(max_nums, max_transfer) if max_nums > 0 else 1
         # Unfiltered, the first ``limit`` entries are all a pull can take; filtered, Java scans up to 800.
         entries = cq.entries(offset, limit if match is None else max(800, max_nums))
         if not entries:
