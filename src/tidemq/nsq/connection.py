@@ -180,7 +180,8 @@ class NsqConnection(asyncio.Protocol):
     # --- commands -------------------------------------------------------------------------------------
 
     def _run_inline(self) -> bool:
-        """Handle the queued commands that never wait (FIN, RDY, REQ, TOUCH, NOP, CLS) right here.
+        """Handle the queued commands that never wait right here: FIN, RDY, REQ, TOUCH, NOP, CLS, and
+        publishes when neither AUTH nor sync flush can make them wait.
 
         A consumer sends one FIN per message; answering those without a task, a coroutine per command and
         a channel pump per FIN (one pump covers them all) is most of nsqd's work per message. Returns
@@ -201,7 +202,9 @@ class NsqConnection(asyncio.Protocol):
                 break
             handler = _INLINE.get(item.name)
             if handler is None:
-                break
+                if item.name not in _PUBLISHES or self.nsqd.auth_required or self.nsqd.sync_flush:
+                    break
+                handler = NsqConnection.publish_inline
             commands.popleft()
             try:
                 if check_tls:
@@ -491,14 +494,26 @@ class NsqConnection(asyncio.Protocol):
             if delay > limit:
                 raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-{limit}")
 
-    async def _publish(self, cmd: Command, bodies: list[bytes] | None = None) -> None:
-        """Publish what ``precheck`` already validated (the parser runs it before reading the body)."""
+    async def publish(self, cmd: Command) -> None:
+        """PUB, MPUB or DPUB, as ``precheck`` (run by the parser before the body was read) allowed it."""
+        bodies = self._bodies(cmd)
+        await self._check_auth(cmd.name.decode(), cmd.params[0].decode(errors="replace"))
+        self._store(cmd, bodies)
+
+    def publish_inline(self, cmd: Command) -> bool:
+        """``publish`` without a task: what ``_run_inline`` runs when neither AUTH nor sync flush waits."""
+        self._store(cmd, self._bodies(cmd))
+        return False
+
+    def _bodies(self, cmd: Command) -> list[bytes]:
+        if cmd.name == b"MPUB":
+            return decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size)
+        return [cmd.body or b""]
+
+    def _store(self, cmd: Command, bodies: list[bytes]) -> None:
         verb = cmd.name.decode()
         topic = cmd.params[0].decode(errors="replace")
         defer_ms = parse_int(cmd.params[1], verb, "timeout") if verb == "DPUB" else 0
-        if bodies is None:
-            bodies = [cmd.body or b""]
-        await self._check_auth(verb, topic)
         error_code = f"E_{verb}_FAILED"
         end_offset = self.nsqd.append(topic, bodies, defer_ms=defer_ms, error_code=error_code)
         self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
@@ -506,15 +521,6 @@ class NsqConnection(asyncio.Protocol):
             self._unanswered.append((end_offset, error_code))
         else:
             self.send_response(OK)
-
-    async def pub(self, cmd: Command) -> None:
-        await self._publish(cmd)
-
-    async def mpub(self, cmd: Command) -> None:
-        await self._publish(cmd, decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size))
-
-    async def dpub(self, cmd: Command) -> None:
-        await self._publish(cmd)
 
 
 _PUBLISHES = frozenset((b"PUB", b"MPUB", b"DPUB"))
@@ -536,7 +542,7 @@ _HANDLERS = {
     b"IDENTIFY": NsqConnection.identify,
     b"AUTH": NsqConnection.auth,
     b"SUB": NsqConnection.sub,
-    b"PUB": NsqConnection.pub,
-    b"MPUB": NsqConnection.mpub,
-    b"DPUB": NsqConnection.dpub,
+    b"PUB": NsqConnection.publish,
+    b"MPUB": NsqConnection.publish,
+    b"DPUB": NsqConnection.publish,
 }
