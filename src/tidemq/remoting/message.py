@@ -404,6 +404,28 @@ def iter_records(buf: bytes | bytearray | memoryview, *, decompress: bool = True
         yield msg
 
 
+def _plain_properties_at(data: bytes, pos: int, total: int, magic: int, body_len: int, unusual: int) -> int:
+    """Where the properties start of the record at ``pos`` (its fixed fields already unpacked) if it is
+    the plain kind the one-pass decoders read inline: nothing ``unusual`` in its sys flag, and a magic,
+    topic and lengths that agree with its size; else 0."""
+    end = pos + total
+    topic_at = pos + _V4_FIXED.size + body_len
+    if unusual or magic != MAGIC_MESSAGE or body_len < 0 or not topic_at < end <= len(data):
+        return 0
+    props_at = topic_at + 3 + data[topic_at]
+    if (
+        props_at == topic_at + 3
+        or total < _MIN_PLAIN_TOTAL
+        or props_at > end
+        or int.from_bytes(data[props_at - 2 : props_at]) != end - props_at
+    ):
+        return 0
+    return props_at
+
+
+_MIN_PLAIN_TOTAL = HEAD_SIZE_V4 + 3
+
+
 def decode_records(buf: bytes | bytearray | memoryview, *, decompress: bool = True) -> list[MessageExt]:
     """Every record of a pull answer (records back to back) in one pass.
 
@@ -414,7 +436,7 @@ def decode_records(buf: bytes | bytearray | memoryview, *, decompress: bool = Tr
     data = buf if isinstance(buf, bytes) else bytes(buf)
     out: list[MessageExt] = []
     append = out.append
-    unpack, fixed_size, min_total = _V4_FIXED.unpack_from, _V4_FIXED.size, HEAD_SIZE_V4 + 3
+    unpack, fixed_size = _V4_FIXED.unpack_from, _V4_FIXED.size
     unusual = _HOSTS_V6 | (SysFlag.COMPRESSED if decompress else 0)
     topics: dict[bytes, str] = {}
     pos, size = 0, len(data)
@@ -424,25 +446,15 @@ def decode_records(buf: bytes | bytearray | memoryview, *, decompress: bool = Tr
              born_raw, store_ts, store_raw, reconsume, prepared, body_len) = unpack(data, pos)  # fmt: skip
         except struct.error:
             total = magic = body_len = sys_flag = 0
-        end = pos + total
-        body_at = pos + fixed_size
-        topic_at = body_at + body_len
-        topic_len = (
-            data[topic_at] if magic == MAGIC_MESSAGE and body_len >= 0 and topic_at < end <= size else 0
-        )
-        props_at = topic_at + 3 + topic_len
-        if (
-            not topic_len
-            or sys_flag & unusual
-            or total < min_total
-            or props_at > end
-            or int.from_bytes(data[props_at - 2 : props_at]) != end - props_at
-        ):
+        props_at = _plain_properties_at(data, pos, total, magic, body_len, sys_flag & unusual)
+        if not props_at:
             msg = decode_record(data, pos, decompress=decompress)  # the unusual one, or the error naming it
             append(msg)
             pos += msg.store_size
             continue
-        raw_topic = data[topic_at + 1 : topic_at + 1 + topic_len]
+        body_at, end = pos + fixed_size, pos + total
+        topic_at = body_at + body_len
+        raw_topic = data[topic_at + 1 : props_at - 2]
         try:
             topic = topics.get(raw_topic) or topics.setdefault(raw_topic, raw_topic.decode())
             props = decode_properties(data[props_at:end].decode()) if props_at < end else {}
@@ -469,7 +481,7 @@ def record_bodies(buf: bytes | bytearray | memoryview) -> list[tuple[int, int, b
     data = buf if isinstance(buf, bytes) else bytes(buf)
     out: list[tuple[int, int, bytes, bytes]] = []
     append = out.append
-    unpack, fixed_size, min_total = _V4_FIXED.unpack_from, _V4_FIXED.size, HEAD_SIZE_V4 + 3
+    unpack, fixed_size = _V4_FIXED.unpack_from, _V4_FIXED.size
     pos, size = 0, len(data)
     while pos < size:
         try:
@@ -477,25 +489,17 @@ def record_bodies(buf: bytes | bytearray | memoryview) -> list[tuple[int, int, b
              _born, store_ts, _store, _reconsume, _prepared, body_len) = unpack(data, pos)  # fmt: skip
         except struct.error:
             total = magic = body_len = sys_flag = 0
-        end = pos + total
-        topic_at = pos + fixed_size + body_len
-        topic_len = (
-            data[topic_at] if magic == MAGIC_MESSAGE and body_len >= 0 and topic_at < end <= size else 0
-        )
-        props_at = topic_at + 3 + topic_len
-        if (
-            not topic_len
-            or sys_flag & _HOSTS_V6
-            or total < min_total
-            or props_at > end
-            or int.from_bytes(data[props_at - 2 : props_at]) != end - props_at
-        ):
+        props_at = _plain_properties_at(data, pos, total, magic, body_len, sys_flag & _HOSTS_V6)
+        if not props_at:
             msg = decode_record(data, pos, decompress=False)
             append(
                 (msg.queue_offset, msg.store_timestamp, msg.body, encode_properties(msg.properties).encode())
             )
             pos += msg.store_size
             continue
-        append((queue_offset, store_ts, data[pos + fixed_size : topic_at], data[props_at:end]))
+        end = pos + total
+        append(
+            (queue_offset, store_ts, data[pos + fixed_size : pos + fixed_size + body_len], data[props_at:end])
+        )
         pos = end
     return out
