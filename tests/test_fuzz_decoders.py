@@ -496,6 +496,8 @@ def test_record_round_trip(recs: list[dict]) -> None:
 
 _NSQ_LINES = st.one_of(
     st.binary(min_size=16, max_size=16).map(lambda i: b"FIN " + i.replace(b"\n", b"x") + b"\n"),
+    st.binary(max_size=15).map(lambda i: b"FIN " + i.replace(b"\n", b"x") + b"\n"),
+    st.sampled_from([b"CLS\n", b"NOP\n", b"NO\n"]),
     st.integers(0, 3000).map(lambda n: b"RDY %d\n" % n),
     st.just(b"NOP\r\n"),
     st.binary(max_size=20).map(lambda b: b"PUB t " + b.replace(b"\n", b" ") + b"\n"),
@@ -559,3 +561,17 @@ def test_uniform_batch_is_the_records_encode_record_builds(
     assert bytes(batch.data) == b"".join(records)
     assert batch.sizes == [len(r) for r in records]
     assert [m.body for m in iter_records(batch.data)] == bodies
+
+
+def test_nsq_fin_run_stops_at_a_short_fin() -> None:
+    """Lines that fill exactly a FIN line's 21 bytes are not read as one FIN (a read-boundary case)."""
+    good = b"FIN " + b"0" * 16 + b"\n"
+    wire = MAGIC_V2 + good + b"FIN a\nCLS\nNOP\nNOP\nNO\n"
+    assert _nsq_commands(wire, []) == [
+        (b"FIN", [b"0" * 16], None),
+        (b"FIN", [b"a"], None),
+        (b"CLS", [], None),
+        (b"NOP", [], None),
+        (b"NOP", [], None),
+        (b"NO", [], None),
+    ]

@@ -207,3 +207,25 @@ def test_a_lagging_channel_reads_past_its_memory_queue_from_the_store(tmp_path: 
         run(scenario())
     finally:
         assert srv.stop() == 0
+
+
+def test_nothing_is_delivered_to_a_connection_a_fatal_error_closed(nsq_server: ServerProcess) -> None:
+    """RDY then a fatal command in one read: the connection closes without taking messages in flight,
+    so another subscriber gets them at once, on their first attempt (not after the in-flight timeout)."""
+
+    async def scenario() -> None:
+        pub = await RawNsq.open(nsq_server.nsqd)
+        assert await pub.mpub("fatalrdy", [b"a", b"b"]) == b"OK"
+        sub = await RawNsq.open(nsq_server.nsqd)
+        await sub.sub("fatalrdy", "ch")
+        sub.send_raw(b"RDY 2\nRDY 99999999\n")
+        assert (await sub.error()).startswith(b"E_INVALID")
+        assert await sub.closed()
+        other = await RawNsq.open(nsq_server.nsqd)
+        await other.sub("fatalrdy", "ch", rdy=2)
+        msgs = [await other.message(timeout=5) for _ in range(2)]
+        assert sorted(m.body for m in msgs) == [b"a", b"b"] and {m.attempts for m in msgs} == {1}
+        for p in (pub, other):
+            p.close()
+
+    run(scenario())

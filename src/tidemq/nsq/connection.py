@@ -158,7 +158,9 @@ class NsqConnection(asyncio.Protocol):
         write(body)  # its own part: the output buffer's one join is its only copy
 
     def close(self) -> None:
-        """Close after what is queued has been written (a fatal error frame must reach the client)."""
+        """Close after what is queued has been written (a fatal error frame must reach the client); from
+        here on nothing more is read from it or delivered to it."""
+        self._closed = True
         self._output.flush()
         if self.transport is not None:
             self.transport.close()

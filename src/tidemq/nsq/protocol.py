@@ -411,8 +411,8 @@ class CommandParser:
 
 
 def _is_fin_line(line: bytes) -> bool:
-    """A 20-byte line that splits into FIN and one 16-byte id (no other space, no CR)."""
-    return line.startswith(b"FIN ") and line.find(b" ", 4) < 0 and line[-1] != 13
+    """A 20-byte line that splits into FIN and one 16-byte id (no other space, no CR, no line end)."""
+    return line.startswith(b"FIN ") and line.find(b" ", 4) < 0 and line[-1] != 13 and b"\n" not in line
 
 
 def parse_int(raw: bytes, verb: str, what: str) -> int:

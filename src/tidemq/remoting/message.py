@@ -476,7 +476,8 @@ def record_bodies(buf: bytes | bytearray | memoryview) -> list[tuple[int, int, b
 
     For a reader that needs nothing else (nsqd's channels): no ``MessageExt`` and no properties dict per
     record, about a third of ``decode_records``' cost. Records it would not decode inline go through
-    ``decode_record`` as there, so a malformed one is refused the same way.
+    ``decode_record`` as there; unlike ``decode_records`` it leaves a plain record's topic and properties
+    undecoded, so it does not refuse ones that are not UTF-8.
     """
     data = buf if isinstance(buf, bytes) else bytes(buf)
     out: list[tuple[int, int, bytes, bytes]] = []
