@@ -172,3 +172,72 @@ def test_sync_flush_answers_pipelined_publishes_in_order_after_one_fsync(tmp_pat
         run(scenario())
     finally:
         assert srv.stop() == 0
+
+
+def test_the_snapshot_leaves_the_read_ahead_to_the_cursor(tmp_path: Path) -> None:
+    """Messages a channel holds but never delivered are not written out one by one: the snapshot's cursor
+    stays before them, and after a restart they are read again from there, once each, in order."""
+    srv = ServerProcess(tmp_path / "data", command="nsqd").start()
+
+    async def publish_and_deliver_two() -> None:
+        pub = await RawNsq.open(srv.nsqd)
+        sub = await RawNsq.open(srv.nsqd)
+        await sub.sub("held", "ch", rdy=2)
+        assert await pub.mpub("held", [b"%d" % i for i in range(300)]) == b"OK"
+        first = [await sub.message() for _ in range(2)]
+        sub.send("FIN", first[0].id)  # message 1 stays in flight; the freed credit sends message 2
+        await asyncio.sleep(1.5)  # the state is written once a second
+
+    run(publish_and_deliver_two())
+    state = orjson.loads((tmp_path / "data" / "nsq" / "nsqd.json").read_bytes())
+    (channel,) = next(t for t in state["topics"] if t["name"] == "held")["channels"]
+    assert channel["pending"] == {"1": 1, "2": 1} and channel["next"] == 3
+    srv.kill()
+    srv.nsqd_port = free_port()
+    srv.start()
+    try:
+
+        async def after() -> list[int]:
+            sub = await RawNsq.open(srv.nsqd)
+            await sub.sub("held", "ch", rdy=500)
+            return [int(body) for body in await sub.drain(quiet=1.0)]
+
+        assert run(after()) == list(range(1, 300))
+    finally:
+        assert srv.stop() == 0
+
+
+def test_a_deferred_message_delivered_inside_the_read_ahead_comes_back_once(tmp_path: Path) -> None:
+    """A DPUB released and delivered while the messages around it were still held: after a restart the
+    channel reads those again from its cursor, and the deferred one comes back once, not twice."""
+    srv = ServerProcess(tmp_path / "data", command="nsqd").start()
+
+    async def before() -> None:
+        pub = await RawNsq.open(srv.nsqd)
+        sub = await RawNsq.open(srv.nsqd)
+        await sub.sub("held2", "ch", rdy=1)
+        assert await pub.mpub("held2", [b"m%d" % i for i in range(10)]) == b"OK"
+        pub.send("DPUB", "held2", "200", body=b"deferred")
+        assert await pub.response() == b"OK"
+        assert await pub.mpub("held2", [b"m%d" % i for i in range(11, 50)]) == b"OK"
+        first = await sub.message()
+        await asyncio.sleep(0.5)  # the deferred message is due now
+        sub.send("FIN", first.id)
+        assert (await sub.message()).body == b"deferred"  # in flight when the process dies
+        await asyncio.sleep(1.5)
+
+    run(before())
+    srv.kill()
+    srv.nsqd_port = free_port()
+    srv.start()
+    try:
+
+        async def after() -> list[bytes]:
+            sub = await RawNsq.open(srv.nsqd)
+            await sub.sub("held2", "ch", rdy=500)
+            return await sub.drain(quiet=1.0)
+
+        got = run(after())
+        assert sorted(got) == sorted([b"deferred"] + [b"m%d" % i for i in (*range(1, 10), *range(11, 50))])
+    finally:
+        assert srv.stop() == 0

@@ -114,11 +114,14 @@ class Channel:
         return unread + len(self.read_ahead) + len(self.requeued)
 
     def snapshot(self) -> dict[str, Any]:
+        """The cursor and what must come again: the read-ahead (never delivered) is left to be read
+        again from the cursor, so the snapshot stays small however much a channel holds in memory."""
+        start = self.read_ahead[0].offset if self.read_ahead else self.next_offset
         return {
             "name": self.name,
             "paused": self.paused,
-            "next": self.next_offset,
-            "pending": {str(o): a for o, a in self.attempts.items()},
+            "next": start,
+            "pending": {str(o): a for o, a in self.attempts.items() if a or o < start},
         }
 
     # --- delivery ------------------------------------------------------------------------------------
@@ -206,9 +209,9 @@ class Channel:
         now = now_ms()
         for record in record_bodies(b"".join(result.messages)):
             item = self._stored(record)
-            if self.dropped and self._was_dropped(item.offset):
-                continue
-            self.attempts.setdefault(item.offset, 0)
+            if (self.dropped and self._was_dropped(item.offset)) or self.attempts.get(item.offset):
+                continue  # dropped, or delivered before a restart: it comes again from the requeued set
+            self.attempts[item.offset] = 0
             if item.due_ms > now:
                 heapq.heappush(self.deferred, (item.due_ms, item.offset))
             else:
