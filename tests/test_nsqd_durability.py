@@ -35,31 +35,30 @@ def test_sigkill_then_restart_delivers_every_acknowledged_pub(tmp_path: Path) ->
         pub.send("PUB", "durable", body=b"last")  # in flight when the process dies
         await asyncio.sleep(0.05)
 
-    run(before())
-    srv.kill()
-    srv.nsqd_port = free_port()
-    srv.start()
     try:
-
-        async def after() -> set[bytes]:
-            sub = await RawNsq.open(srv.nsqd)
-            await sub.sub("durable", "ch", rdy=500)
-            got: set[bytes] = set()
-            try:
-                while True:
-                    m = await sub.message(timeout=2)
-                    got.add(m.body)
-                    sub.send("FIN", m.id)
-            except TimeoutError:
-                pass
-            sub.close()
-            return got
-
-        got = run(after())
+        run(before())
+        got = set(_crash_and_drain(srv, "durable", quiet=2.0))
         missing = set(acked) - finished - got
         assert not missing, f"{len(missing)} acknowledged messages never came back: {sorted(missing)[:5]}"
     finally:
         assert srv.stop() == 0
+
+
+def _crash_and_drain(srv: ServerProcess, topic: str, quiet: float = 1.0) -> list[bytes]:
+    """SIGKILL the server, start it again (on a new TCP port), and drain channel ``ch``, FINing all."""
+    srv.kill()
+    srv.nsqd_port = free_port()
+    srv.start()
+
+    async def drain() -> list[bytes]:
+        sub = await RawNsq.open(srv.nsqd)
+        await sub.sub(topic, "ch", rdy=500)
+        bodies = await sub.drain(quiet=quiet)
+        sub.close()
+        return bodies
+
+    result: list[bytes] = run(drain())
+    return result
 
 
 def test_heartbeats_and_two_missed_disconnect(tmp_path: Path) -> None:
@@ -188,21 +187,12 @@ def test_the_snapshot_leaves_the_read_ahead_to_the_cursor(tmp_path: Path) -> Non
         sub.send("FIN", first[0].id)  # message 1 stays in flight; the freed credit sends message 2
         await asyncio.sleep(1.5)  # the state is written once a second
 
-    run(publish_and_deliver_two())
-    state = orjson.loads((tmp_path / "data" / "nsq" / "nsqd.json").read_bytes())
-    (channel,) = next(t for t in state["topics"] if t["name"] == "held")["channels"]
-    assert channel["pending"] == {"1": 1, "2": 1} and channel["next"] == 3
-    srv.kill()
-    srv.nsqd_port = free_port()
-    srv.start()
     try:
-
-        async def after() -> list[int]:
-            sub = await RawNsq.open(srv.nsqd)
-            await sub.sub("held", "ch", rdy=500)
-            return [int(body) for body in await sub.drain(quiet=1.0)]
-
-        assert run(after()) == list(range(1, 300))
+        run(publish_and_deliver_two())
+        state = orjson.loads((tmp_path / "data" / "nsq" / "nsqd.json").read_bytes())
+        (channel,) = next(t for t in state["topics"] if t["name"] == "held")["channels"]
+        assert channel["pending"] == {"1": 1, "2": 1} and channel["next"] == 3
+        assert [int(body) for body in _crash_and_drain(srv, "held")] == list(range(1, 300))
     finally:
         assert srv.stop() == 0
 
@@ -226,18 +216,9 @@ def test_a_deferred_message_delivered_inside_the_read_ahead_comes_back_once(tmp_
         assert (await sub.message()).body == b"deferred"  # in flight when the process dies
         await asyncio.sleep(1.5)
 
-    run(before())
-    srv.kill()
-    srv.nsqd_port = free_port()
-    srv.start()
     try:
-
-        async def after() -> list[bytes]:
-            sub = await RawNsq.open(srv.nsqd)
-            await sub.sub("held2", "ch", rdy=500)
-            return await sub.drain(quiet=1.0)
-
-        got = run(after())
+        run(before())
+        got = _crash_and_drain(srv, "held2")
         assert sorted(got) == sorted([b"deferred"] + [b"m%d" % i for i in (*range(1, 10), *range(11, 50))])
     finally:
         assert srv.stop() == 0

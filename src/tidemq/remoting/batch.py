@@ -15,17 +15,19 @@ from functools import lru_cache
 
 from tidemq.remoting.message import (
     MAGIC_MESSAGE,
+    MAX_PROPERTIES,
     MessageDecodeError,
     SysFlag,
     host_flags,
+    properties_field,
     record_head,
     tag_hash,
+    topic_field,
 )
 
 _ITEM_HEAD = struct.Struct(">iiiii")  # total, magic, body CRC, flag, body length
 _I16 = struct.Struct(">h")
 ITEM_OVERHEAD = _ITEM_HEAD.size + _I16.size
-MAX_PROPERTIES = 32767
 
 _TAGS = b"TAGS\x01"
 _KEYS = b"KEYS\x01"
@@ -149,10 +151,7 @@ def build_stored_batch(
     message's as Java's batch encoder does. Raises MessageDecodeError on a malformed body.
     """
     view = memoryview(body)
-    topic_b = topic.encode()
-    if len(topic_b) > 127:
-        raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
-    topic_part = bytes((len(topic_b),)) + topic_b
+    topic_part = topic_field(topic)
     extra = extra_properties.encode()
     sys_flag = host_flags(sys_flag & ~SysFlag.COMPRESSED, born_host, store_host)
     head = record_head(len(born_host), len(store_host))
@@ -231,15 +230,9 @@ def build_uniform_batch(
 ) -> StoredBatch:
     """Stored records for bodies that share everything else (topic, queue, properties, time): how nsqd
     stores a PUB or an MPUB. One ``struct`` pack per record; the tail after the body is built once."""
-    topic_b = topic.encode()
-    props = properties.encode()
-    if len(topic_b) > 127:
-        raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
-    if len(props) > MAX_PROPERTIES:
-        raise MessageDecodeError(f"properties are {len(props)} bytes, over the {MAX_PROPERTIES} limit")
+    tail = topic_field(topic) + properties_field(properties.encode())
     sys_flag = host_flags(0, born_host, store_host)
     head = record_head(len(born_host), len(store_host))
-    tail = bytes((len(topic_b),)) + topic_b + _I16.pack(len(props)) + props
     fixed = head.size + len(tail)
     pack, crc32 = head.pack, zlib.crc32
     parts: list[bytes] = []

@@ -81,6 +81,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
+MAX_PROPERTIES = 32767
 
 
 def body_crc(body: bytes | bytearray | memoryview) -> int:
@@ -220,27 +221,33 @@ def encode_record(
     commit_log_offset: int = 0,
 ) -> bytearray:
     """Build one stored record; the store patches queue and commit-log offsets in place on append."""
-    topic_b = topic.encode()
-    props_b = properties.encode()
-    if len(topic_b) > 127:
-        raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
-    if len(props_b) > 32767:
-        raise MessageDecodeError(f"properties are {len(props_b)} bytes, over the 32767 limit")
+    tail = topic_field(topic) + properties_field(properties.encode())
     head = record_head(len(born_host), len(store_host))
-    total = head.size + len(body) + 1 + len(topic_b) + 2 + len(props_b)
     out = bytearray(
         head.pack(
-            total, MAGIC_MESSAGE, body_crc(body), queue_id, flag, queue_offset, commit_log_offset,
-            host_flags(sys_flag, born_host, store_host), born_timestamp, born_host, store_timestamp,
-            store_host, reconsume_times, prepared_transaction_offset, len(body),
+            head.size + len(body) + len(tail), MAGIC_MESSAGE, body_crc(body), queue_id, flag, queue_offset,
+            commit_log_offset, host_flags(sys_flag, born_host, store_host), born_timestamp, born_host,
+            store_timestamp, store_host, reconsume_times, prepared_transaction_offset, len(body),
         )
     )  # fmt: skip
     out += body
-    out.append(len(topic_b))
-    out += topic_b
-    out += _I16.pack(len(props_b))
-    out += props_b
+    out += tail
     return out
+
+
+def topic_field(topic: str) -> bytes:
+    """A record's topic as stored: one length byte, then the UTF-8 name (at most 127 bytes)."""
+    raw = topic.encode()
+    if len(raw) > 127:
+        raise MessageDecodeError(f"topic {topic!r} is longer than 127 bytes")
+    return bytes((len(raw),)) + raw
+
+
+def properties_field(properties: bytes) -> bytes:
+    """A record's properties as stored: a 2-byte length, then the encoded properties."""
+    if len(properties) > MAX_PROPERTIES:
+        raise MessageDecodeError(f"properties are {len(properties)} bytes, over the {MAX_PROPERTIES} limit")
+    return _I16.pack(len(properties)) + properties
 
 
 @lru_cache(maxsize=8)
