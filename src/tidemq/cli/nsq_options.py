@@ -52,7 +52,7 @@ nsq_options = option_group(
         type=click.IntRange(min=0),
         default=10_000,
         show_default=True,
-        help="NSQ: messages an #ephemeral channel keeps before dropping.",
+        help="NSQ: new messages a channel holds in memory (an #ephemeral one drops the rest).",
     ),
     click.option("--max-channel-consumers", type=click.IntRange(min=0), default=0, show_default=True),
     click.option(
