@@ -3,7 +3,6 @@ facades. It speaks only the wire protocol, so it works against a real nsqd as we
 
 from tidemq.nsq.client.blocking import BlockingConsumer, BlockingProducer
 from tidemq.nsq.client.config import Config, parse_duration
-from tidemq.nsq.client.conn import IdentifyResponse
 from tidemq.nsq.client.consumer import Consumer, ConsumerStats
 from tidemq.nsq.client.errors import (
     AlreadyConnectedError,
@@ -16,6 +15,7 @@ from tidemq.nsq.client.errors import (
 )
 from tidemq.nsq.client.lookup import LookupdError
 from tidemq.nsq.client.message import Message
+from tidemq.nsq.client.negotiation import IdentifyResponse
 from tidemq.nsq.client.producer import Producer
 
 __all__ = [

@@ -19,10 +19,7 @@ import asyncio
 import logging
 import struct
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
-
-import orjson
+from typing import Protocol, cast
 
 from tidemq.address import split_host_port
 from tidemq.aio import Bytes, OutputBuffer
@@ -30,6 +27,7 @@ from tidemq.nsq.client.config import Config
 from tidemq.nsq.client.errors import AuthError, NotConnectedError, NSQClientError, ProtocolError
 from tidemq.nsq.client.message import Message as ClientMessage
 from tidemq.nsq.client.message import MessageDelegate
+from tidemq.nsq.client.negotiation import AuthResponse, IdentifyResponse, identify_body
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
 from tidemq.nsq.protocol import (
     HEARTBEAT,
@@ -72,65 +70,12 @@ class ConsumerDelegate(ConnDelegate, MessageDelegate, Protocol):
     def on_messages(self, conn: NsqdConn, messages: list[ClientMessage]) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class IdentifyResponse:
-    """nsqd's answer to IDENTIFY with feature negotiation (spec 1.7)."""
-
-    max_rdy_count: int = 2500
-    version: str = ""
-    max_msg_timeout: int = 0
-    msg_timeout: int = 0
-    tls_v1: bool = False
-    deflate: bool = False
-    deflate_level: int = 0
-    snappy: bool = False
-    sample_rate: int = 0
-    auth_required: bool = False
-    output_buffer_size: int = 0
-    output_buffer_timeout: int = 0
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, data: bytes) -> IdentifyResponse:
-        try:
-            raw = orjson.loads(data)
-            if not isinstance(raw, dict):
-                raise TypeError("not an object")
-            return cls(
-                max_rdy_count=int(raw.get("max_rdy_count", 2500)),
-                version=str(raw.get("version", "")),
-                max_msg_timeout=int(raw.get("max_msg_timeout", 0)),
-                msg_timeout=int(raw.get("msg_timeout", 0)),
-                tls_v1=bool(raw.get("tls_v1", False)),
-                deflate=bool(raw.get("deflate", False)),
-                deflate_level=int(raw.get("deflate_level", 0)),
-                snappy=bool(raw.get("snappy", False)),
-                sample_rate=int(raw.get("sample_rate", 0)),
-                auth_required=bool(raw.get("auth_required", False)),
-                output_buffer_size=int(raw.get("output_buffer_size", 0)),
-                output_buffer_timeout=int(raw.get("output_buffer_timeout", 0)),
-                raw=raw,
-            )
-        except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
-            raise NSQClientError(f"invalid IDENTIFY response {data[:200]!r}: {exc}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class AuthResponse:
-    identity: str
-    identity_url: str
-    permission_count: int
-
-
-def _ms(seconds: float) -> int:
-    return -1 if seconds < 0 else round(seconds * 1000)
-
-
 class NsqdConn(asyncio.Protocol):
     """A connection to one nsqd. The RDY bookkeeping fields belong to the consumer that owns it.
 
-    With ``consumer`` set, message frames reach ``consumer.on_messages`` as client messages; without it
-    (a producer), each reaches ``delegate.on_message`` as a decoded frame.
+    With ``consumer`` set, each read's message frames reach ``consumer.on_messages`` as client messages.
+    Any other message frame (a producer's, or one decoded during bootstrap) reaches ``delegate.on_message``
+    as a decoded frame.
     """
 
     def __init__(
@@ -222,31 +167,8 @@ class NsqdConn(asyncio.Protocol):
         self._loop.call_soon(self._go_live)
         return resp
 
-    def _identify_body(self) -> dict[str, Any]:
-        c = self.config
-        return {
-            "client_id": c.client_id,
-            "hostname": c.hostname,
-            "user_agent": c.user_agent,
-            "short_id": c.client_id,
-            "long_id": c.hostname,
-            "tls_v1": c.tls_v1,
-            "deflate": c.deflate,
-            "deflate_level": c.deflate_level,
-            "snappy": c.snappy,
-            "feature_negotiation": True,
-            "heartbeat_interval": _ms(c.heartbeat_interval),
-            "sample_rate": c.sample_rate,
-            "output_buffer_size": c.output_buffer_size,
-            "output_buffer_timeout": _ms(c.output_buffer_timeout),
-            "msg_timeout": _ms(c.msg_timeout),
-            "topology_region": c.topology_region,
-            "topology_zone": c.topology_zone,
-        }
-
     async def _bootstrap(self, host: str) -> IdentifyResponse | None:
-        body = orjson.dumps(self._identify_body())
-        self._write_now(MAGIC_V2 + encode_command("IDENTIFY", body=body))
+        self._write_now(MAGIC_V2 + encode_command("IDENTIFY", body=identify_body(self.config)))
         ftype, data = await self._next_frame()
         if ftype == FrameType.ERROR:
             raise ProtocolError.from_frame(data)
@@ -287,15 +209,7 @@ class NsqdConn(asyncio.Protocol):
         ftype, data = await self._next_frame()
         if ftype == FrameType.ERROR:
             raise ProtocolError.from_frame(data)
-        try:
-            raw = orjson.loads(data)
-            self.auth = AuthResponse(
-                str(raw.get("identity", "")),
-                str(raw.get("identity_url", "")),
-                int(raw.get("permission_count", 0)),
-            )
-        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
-            raise NSQClientError(f"{self.addr}: invalid AUTH response {data[:200]!r}") from None
+        self.auth = AuthResponse.parse(data)
         log.info(
             "%s: auth accepted, identity %r, %d permissions",
             self.addr,
@@ -344,6 +258,8 @@ class NsqdConn(asyncio.Protocol):
             raise NSQClientError(f"{self.addr}: frame size {size} out of range (max {self._max_frame})")
 
     def _feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """Bootstrap's parse: its errors leave ``connect`` as client errors. Once live, any error a read
+        raises (protocol, compression) is logged with the address and closes the connection."""
         try:
             return self._parser.feed(data)
         except NSQError as exc:
@@ -370,19 +286,14 @@ class NsqdConn(asyncio.Protocol):
         try:
             self._receive(data)
         except Exception as exc:  # a bad frame, a compression error: the connection is done
-            log.warning("%s: closing after error: %s", self.addr, exc)
-            self._teardown()
+            self._drop(exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
         self._wake()
         self._wake_drainers()
         if self._live and not self._closed:
-            if exc is None:
-                log.info("%s: connection closed by nsqd", self.addr)
-            else:
-                log.warning("%s: closing after error: %s", self.addr, exc)
-            self._teardown()
+            self._drop(exc)
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -406,12 +317,10 @@ class NsqdConn(asyncio.Protocol):
                 self._raw.clear()
                 self._receive(raw)
         except Exception as exc:
-            log.warning("%s: closing after error: %s", self.addr, exc)
-            self._teardown()
+            self._drop(exc)
             return
         if self._lost and not self._closed:
-            log.info("%s: connection closed by nsqd", self.addr)
-            self._teardown()
+            self._drop(None)
 
     def _receive(self, data: bytes) -> None:
         if self._compression is not None:
@@ -420,7 +329,7 @@ class NsqdConn(asyncio.Protocol):
         if consumer is not None:
             self._take_messages(data, consumer)
             return
-        for ftype, payload in self._feed(data):
+        for ftype, payload in self._parser.feed(data):
             if self._closed:  # a delegate closed it: the rest is moot
                 break
             self._dispatch(ftype, payload)
@@ -440,10 +349,7 @@ class NsqdConn(asyncio.Protocol):
 
     def _take_messages(self, chunk: bytes, consumer: ConsumerDelegate) -> None:
         """One read for a consumer: its messages in batches, other frames in their place between them."""
-        try:
-            messages, others = self._parser.feed_messages(chunk, ClientMessage, self, consumer)
-        except NSQError as exc:
-            raise NSQClientError(f"{self.addr}: {exc.description}") from None
+        messages, others = self._parser.feed_messages(chunk, ClientMessage, self, consumer)
         if not others:
             if messages:
                 self._deliver(messages, consumer)
@@ -473,16 +379,7 @@ class NsqdConn(asyncio.Protocol):
                 return
             self.delegate.on_response(self, data)
         elif ftype == FrameType.MESSAGE:
-            try:
-                frame = decode_message(data)
-            except NSQError as exc:
-                raise NSQClientError(f"{self.addr}: {exc.description}") from None
-            if self._consumer is not None:
-                message = ClientMessage(
-                    frame.id, frame.body, frame.timestamp, frame.attempts, self, self._consumer
-                )
-                self._deliver([message], self._consumer)
-                return
+            frame = decode_message(data)
             self.in_flight += 1
             self.last_msg_time = self._loop.time()
             self.delegate.on_message(self, frame)
@@ -594,6 +491,14 @@ class NsqdConn(asyncio.Protocol):
         if not self._close_notified:
             self._close_notified = True
             self.delegate.on_close(self)
+
+    def _drop(self, exc: BaseException | None) -> None:
+        """The connection is done under us: nsqd closed it (``exc`` None) or a read failed."""
+        if exc is None:
+            log.info("%s: connection closed by nsqd", self.addr)
+        else:
+            log.warning("%s: closing after error: %s", self.addr, exc)
+        self._teardown()
 
     def _stop_watchdog(self) -> None:
         if self._watchdog is not None:

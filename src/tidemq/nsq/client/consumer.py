@@ -314,6 +314,7 @@ class Consumer:
     # --- ConnDelegate ---------------------------------------------------------------------------------
 
     def on_message(self, conn: NsqdConn, frame: Frame) -> None:
+        """A message frame outside a read's batch: one decoded during bootstrap, behind compression."""
         self.on_messages(conn, [Message(frame.id, frame.body, frame.timestamp, frame.attempts, conn, self)])
 
     def on_messages(self, conn: NsqdConn, messages: list[Message]) -> None:
