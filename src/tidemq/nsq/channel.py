@@ -269,11 +269,6 @@ class Channel:
             return _refusal(entry, msg_id, verb)
         return entry
 
-    def finish(self, client: Subscriber, msg_id: bytes) -> str | None:
-        """FIN; returns the E_FIN_FAILED description when the id is not this client's in-flight message."""
-        problems = self.finish_many(client, [msg_id])
-        return problems[0] if problems else None
-
     def finish_many(self, client: Subscriber, msg_ids: list[bytes]) -> list[str]:
         """FIN a run of ids (a consumer's FINs come in runs); returns the E_FIN_FAILED descriptions, in
         order, of those that are not this client's in-flight messages. The caller pumps once after."""

@@ -197,7 +197,7 @@ class NsqConnection(asyncio.Protocol):
             item = commands[0]
             if isinstance(item, FinRun):
                 commands.popleft()
-                self._finish(item.ids, check_tls)
+                self._fin_run(item.ids, check_tls)
                 pump = True
                 continue
             if not isinstance(item, Command):
@@ -218,43 +218,43 @@ class NsqConnection(asyncio.Protocol):
             self.channel.pump()
         return not commands or self._closed
 
-    def _finish(self, msg_ids: list[bytes], check_tls: bool) -> None:
-        """FIN a run of ids at once, or one by one where the connection's state must refuse them."""
-        channel = self.channel
-        if self.state is State.SUBSCRIBED and channel is not None and not check_tls:
-            problems = channel.finish_many(self, msg_ids)
-            self.stats["finish_count"] += len(msg_ids) - len(problems)
-            for problem in problems:
-                self._answer_error(NSQError("E_FIN_FAILED", problem, fatal=False))
+    def _fin_run(self, msg_ids: list[bytes], check_tls: bool) -> None:
+        """FIN lines back to back: the connection's state is checked once for the run (a refusal is fatal,
+        as for a single FIN); the lines themselves were well formed."""
+        try:
+            if check_tls:
+                self._check_tls(_FIN)
+            self._require_state(_FIN, State.SUBSCRIBED, State.CLOSING)
+        except NSQError as err:
+            self._answer_error(err)
             return
-        for msg_id in msg_ids:
-            cmd = Command(b"FIN", [msg_id])
-            try:
-                if check_tls:
-                    self._check_tls(cmd)
-                self.fin(cmd)
-            except NSQError as err:
-                self._answer_error(err)
-                if err.fatal:
-                    return
+        self._finish(msg_ids)
+
+    def _finish(self, msg_ids: list[bytes]) -> None:
+        """FIN on the channel in one pass; each id that is not this client's in flight is answered
+        E_FIN_FAILED (not fatal), in order."""
+        assert self.channel is not None
+        problems = self.channel.finish_many(self, msg_ids)
+        self.stats["finish_count"] += len(msg_ids) - len(problems)
+        for problem in problems:
+            self._answer_error(NSQError("E_FIN_FAILED", problem, fatal=False))
 
     async def _work(self) -> None:
-        while self._commands and not self._closed:
-            if self._run_inline():
-                return
-            item = self._commands.popleft()
+        """What ``_run_inline`` stops at, in order. Sync flush publishes back to back share one fsync:
+        they are answered before the first command that is not a publish, so ``_run_inline`` only ever
+        stops at an error or at a command that may wait."""
+        commands = self._commands
+        while not self._closed:
             try:
+                if self._unanswered and not (commands and _is_publish(commands[0])):
+                    await self._answer_publishes()
+                if not commands or self._run_inline():
+                    return
+                item = commands.popleft()
                 if isinstance(item, NSQError):
                     raise item
-                if isinstance(item, FinRun):  # behind publishes still to answer: answer them first
-                    await self._answer_publishes()
-                    self._finish(item.ids, self._tls_missing)
-                    if self.channel is not None:
-                        self.channel.pump()
-                    continue
+                assert isinstance(item, Command)  # _run_inline takes every FinRun
                 await self._handle(item)
-                if self._unanswered and not (self._commands and _is_publish(self._commands[0])):
-                    await self._answer_publishes()
             except NSQError as err:
                 with contextlib.suppress(NSQError):
                     await self._answer_publishes()  # the answers to earlier commands go first
@@ -284,14 +284,10 @@ class NsqConnection(asyncio.Protocol):
 
     async def _handle(self, cmd: Command) -> None:
         handler = _HANDLERS.get(cmd.name)
-        inline = _INLINE.get(cmd.name) if handler is None else None
-        if handler is None and inline is None:
+        if handler is None:
             raise NSQError("E_INVALID", f"invalid command {cmd.name.decode(errors='replace')}")
         self._check_tls(cmd)
-        if handler is not None:
-            await handler(self, cmd)
-        elif inline is not None and inline(self, cmd) and self.channel is not None:
-            self.channel.pump()
+        await handler(self, cmd)
 
     @property
     def _tls_missing(self) -> bool:
@@ -429,12 +425,7 @@ class NsqConnection(asyncio.Protocol):
         return cmd.params[0]
 
     def fin(self, cmd: Command) -> bool:
-        msg_id = self._message_id(cmd, "FIN")
-        assert self.channel is not None
-        problem = self.channel.finish(self, msg_id)
-        if problem:
-            raise NSQError("E_FIN_FAILED", problem, fatal=False)
-        self.stats["finish_count"] += 1
+        self._finish([self._message_id(cmd, "FIN")])
         return True
 
     def req(self, cmd: Command) -> bool:
@@ -526,6 +517,8 @@ class NsqConnection(asyncio.Protocol):
 
 
 _PUBLISHES = frozenset((b"PUB", b"MPUB", b"DPUB"))
+#: What a FinRun's state checks see (they read only the verb).
+_FIN = Command(b"FIN", [])
 
 
 def _is_publish(item: Command | FinRun | NSQError) -> bool:
