@@ -71,14 +71,13 @@ def test_consume_from_where_after_retention(tmp_path: Path) -> None:
             assert await broker.store.apply_retention() > 0
             low = broker.store.min_offset("Aged", 0)
             assert low > 0
-            await asyncio.sleep(0.05)
-            cut = time.time()
-            # The search answers the *nearest* store time (spec 2.6) at one-second resolution: leave a gap
-            # such that the first new message is always nearer to the timestamp than the last old one.
-            await asyncio.sleep(2.1)
+            # The search answers the *nearest* store time (spec 2.6) at one-second resolution. The stamp is
+            # taken (truncated to the second) over 2 s after the last old message and just before the first
+            # new one, so the new one is nearer even when a loaded machine is slow to send it.
+            await asyncio.sleep(3.1)
+            stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
             await produce(namesrv, "Aged", 10, prefix="new")
             last, first, by_time = Collector(), Collector(), Collector()
-            stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(cut + 2))
             cs = [
                 consumer(namesrv, "AgedLast", "Aged", last),
                 consumer(namesrv, "AgedFirst", "Aged", first, consume_from_where=FIRST),
