@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import ssl
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
 
 
 def run_plan(plan: ServerPlan) -> None:
-    plan.on_ready = lambda parts: click.echo("tidemq ready: " + ", ".join(parts), err=False)
+    plan.on_ready = _ready
     try:
         asyncio.run(serve(plan))
     except (StoreError, ssl.SSLError, ValueError) as exc:
@@ -116,6 +117,15 @@ def run_plan(plan: ServerPlan) -> None:
         if exc.errno == errno.EADDRNOTAVAIL:
             raise click.ClickException(f"cannot listen on that address: {exc.strerror}") from None
         raise click.ClickException(str(exc)) from None
+
+
+def _ready(parts: list[str]) -> None:
+    """Freeze what start-up allocated (modules, config, recovered indexes) out of the collector's sight:
+    otherwise every full collection walks those tens of thousands of objects, a ~20 ms stall for every
+    connection at once."""
+    gc.collect()
+    gc.freeze()
+    click.echo("tidemq ready: " + ", ".join(parts), err=False)
 
 
 def _ports(plan: ServerPlan) -> str:
