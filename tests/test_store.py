@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 from tidemq.remoting.batch import BatchItem, StoredBatch, build_stored_batch, encode_batch
 from tidemq.remoting.message import MessageDecodeError, decode_record, encode_record, tag_hash
 from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError
+from tidemq.store.mapped_file import MappedFile
 from tidemq.store.message_store import AppendRequest
 from tidemq.store.metadata import OffsetTable
 
@@ -311,3 +313,45 @@ def test_offset_table_persists_off_the_loop_and_never_goes_back(tmp_path: Path) 
         assert OffsetTable(path, "offsetTable").get("T@g", 0) == 9
 
     asyncio.run(scenario())
+
+
+def _allocated(path: Path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+def test_segments_reserve_blocks_a_chunk_ahead_of_the_writes(tmp_path: Path) -> None:
+    """Blocks are reserved in chunks ahead of the write position, never the whole segment up front, and
+    a truncation gives the cut tail back."""
+    mf = MappedFile(tmp_path / "seg", 0, 64 << 20, allocate_ahead=1 << 20)
+    assert _allocated(mf.path) == 0
+    mf.append(b"x" * 1000)
+    assert 1 << 20 <= _allocated(mf.path) < 2 << 20
+    mf.append(b"y" * 1000)  # inside the reserved chunk
+    assert _allocated(mf.path) < 2 << 20
+    mf.append(b"y" * (3 << 19))  # past it: a chunk beyond this write's end is reserved
+    assert 5 << 19 <= _allocated(mf.path) < 3 << 20
+    assert mf.read(0, 1000) == b"x" * 1000 and mf.read(1000, 4) == b"yyyy"
+    assert mf.read(mf.write_pos, 16) == bytes(16)  # reserved but unwritten reads as zeros, like a hole
+    mf.truncate_to(500)
+    assert _allocated(mf.path) <= 4096
+    mf.append(b"z" * 10)
+    assert mf.read(495, 15) == b"x" * 5 + b"z" * 10 and _allocated(mf.path) >= 1 << 20
+    mf.close()
+
+
+@pytest.mark.parametrize("errno_", [errno.EOPNOTSUPP, errno.ENOSPC])
+def test_a_refused_reservation_leaves_the_write_to_decide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errno_: int
+) -> None:
+    """A file system without fallocate, or no room for a whole chunk: the bytes are still written."""
+
+    def refuse(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno_, os.strerror(errno_))
+
+    monkeypatch.setattr(os, "posix_fallocate", refuse)
+    mf = MappedFile(tmp_path / "seg", 0, 1 << 20, allocate_ahead=1 << 16)
+    mf.append(b"abc")
+    mf.append(b"def")
+    assert mf.read(0, 6) == b"abcdef"
+    assert mf.allocate_ahead == (0 if errno_ == errno.EOPNOTSUPP else 1 << 16)
+    mf.close()

@@ -28,6 +28,8 @@ from tidemq.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 BLANK_HEADER = 8
+#: How far ahead of the writes a segment reserves its blocks (see MappedFile).
+ALLOCATE_AHEAD = 4 << 20
 _HEAD = struct.Struct(">iI")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -48,7 +50,7 @@ class CommitLog:
         self.segments: list[MappedFile] = []
         for path in sorted(directory.iterdir()):
             if path.name.isdigit() and len(path.name) == 20:
-                self.segments.append(MappedFile(path, int(path.name), segment_bytes))
+                self.segments.append(MappedFile(path, int(path.name), segment_bytes, ALLOCATE_AHEAD))
         self.flushed = 0
 
     # --- positions ----------------------------------------------------------------------------------
@@ -87,7 +89,7 @@ class CommitLog:
         return seg
 
     def _new_segment(self, base: int) -> MappedFile:
-        seg = MappedFile(self.directory / MappedFile.name_for(base), base, self.segment_bytes)
+        seg = MappedFile(self.directory / MappedFile.name_for(base), base, self.segment_bytes, ALLOCATE_AHEAD)
         self.segments.append(seg)
         return seg
 

@@ -2,22 +2,47 @@
 
 Writes go through pwrite rather than the mapping so a full disk raises ENOSPC instead of SIGBUS.
 The file is sparse up to its capacity, so readers see zeros past the write position.
+
+A file given ``allocate_ahead`` reserves its blocks (fallocate) that many bytes at a time ahead of the
+writes: on ext4 a write into a hole costs ~4 us per page to allocate, ~6x the copy itself, so a
+100-message batch spent more time there than anywhere else in the broker.  Reserving in chunks keeps
+the disk use near what is written (unlike allocating whole segments) and still reports ENOSPC at the
+write that needs the space.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import mmap
 import os
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
+#: fallocate errors meaning "this file system cannot": writes then simply fill holes as before.
+_UNSUPPORTED = frozenset((errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL))
+
 
 class MappedFile:
-    __slots__ = ("_fd", "_mm", "base", "capacity", "dirty", "path", "write_pos")
+    __slots__ = (
+        "_allocated",
+        "_fd",
+        "_mm",
+        "allocate_ahead",
+        "base",
+        "capacity",
+        "dirty",
+        "path",
+        "write_pos",
+    )
 
-    def __init__(self, path: Path, base: int, capacity: int) -> None:
+    def __init__(self, path: Path, base: int, capacity: int, allocate_ahead: int = 0) -> None:
         self.path = path
         self.base = base
         self.capacity = capacity
+        self.allocate_ahead = allocate_ahead
+        self._allocated = 0  # blocks are reserved below this position (as far as this object knows)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(self._fd).st_size != capacity:
             os.ftruncate(self._fd, capacity)
@@ -42,6 +67,8 @@ class MappedFile:
         """Write at the current position and return that position (relative to this file)."""
         pos = self.write_pos
         view = memoryview(data)
+        if pos + len(view) > self._allocated and self.allocate_ahead:
+            self._allocate(pos, len(view))
         done = 0
         while done < len(view):
             written = os.pwrite(self._fd, view[done:], pos + done)
@@ -51,6 +78,20 @@ class MappedFile:
         self.write_pos = pos + len(view)
         self.dirty = True
         return pos
+
+    def _allocate(self, pos: int, size: int) -> None:
+        end = min(self.capacity, pos + size + self.allocate_ahead)
+        try:
+            os.posix_fallocate(self._fd, pos, end - pos)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                return  # no room for a whole chunk: the write itself finds out whether its bytes fit
+            if exc.errno not in _UNSUPPORTED:
+                raise
+            log.info("%s: the file system cannot preallocate (%s); writing into holes", self.path, exc)
+            self.allocate_ahead = 0
+            return
+        self._allocated = end
 
     def read(self, pos: int, size: int) -> bytes:
         return self._mm[pos : pos + size]
@@ -73,6 +114,7 @@ class MappedFile:
         os.fsync(self._fd)
         self._mm = mmap.mmap(self._fd, self.capacity, access=mmap.ACCESS_READ)
         self.write_pos = pos
+        self._allocated = pos
 
     def close(self) -> None:
         self._mm.close()
