@@ -46,6 +46,12 @@ class OutputBuffer:
             self._scheduled = True
             self._loop.call_soon(self.flush)
 
+    def write_parts(self, parts: list[Bytes]) -> None:
+        self._parts += parts
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self.flush)
+
     def flush(self) -> None:
         """Hand what is queued to the sink now (before a close, or once ``held`` is cleared)."""
         self._scheduled = False

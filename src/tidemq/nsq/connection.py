@@ -151,11 +151,14 @@ class NsqConnection(asyncio.Protocol):
     def send_error(self, err: NSQError) -> None:
         self._output.write(encode_frame(FrameType.ERROR, err.payload))
 
-    def send_message(self, timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> None:
-        self.stats["message_count"] += 1
-        write = self._output.write
-        write(encode_message_head(timestamp_ns, attempts, msg_id, len(body)))
-        write(body)  # its own part: the output buffer's one join is its only copy
+    def send_messages(self, messages: list[tuple[int, int, bytes, bytes]]) -> None:
+        self.stats["message_count"] += len(messages)
+        parts: list[Bytes] = []
+        append = parts.append
+        for timestamp_ns, attempts, msg_id, body in messages:
+            append(encode_message_head(timestamp_ns, attempts, msg_id, len(body)))
+            append(body)  # its own part: the output buffer's one join is its only copy
+        self._output.write_parts(parts)
 
     def close(self) -> None:
         """Close after what is queued has been written (a fatal error frame must reach the client); from
