@@ -12,6 +12,7 @@ from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendStatus
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
+from tidemq.remoting.message import Prop, decode_properties
 
 
 async def _pull_all(addr: str, topic: str, queues: int = 4) -> list:  # type: ignore[type-arg]
@@ -142,3 +143,18 @@ def test_broker_down_sends_go_to_the_other_broker(tmp_path: Path) -> None:
         for b in brokers:
             b.stop()
         namesrv.stop()
+
+
+def test_every_attempt_of_a_retry_topic_send_carries_the_reconsume_count() -> None:
+    """The reconsume counts move from the properties into the header on every attempt of a send (a
+    retried send reuses the properties), so the broker's dead-letter decision sees them each time."""
+
+    async def scenario() -> None:
+        producer = Producer("PG", namesrv_addr="127.0.0.1:1")  # never started: it only builds headers
+        props = {Prop.RECONSUME_TIME: "3", Prop.MAX_RECONSUME_TIMES: "5", "k": "v"}
+        for _attempt in range(2):
+            header = producer._header("%RETRY%G", 0, 0, props)
+            assert (header.reconsume_times, header.max_reconsume_times) == (3, 5)
+            assert decode_properties(header.properties) == {"k": "v"}
+
+    run(scenario())

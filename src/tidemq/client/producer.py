@@ -256,6 +256,7 @@ class Producer:
     ) -> SendMessageRequestHeader:
         reconsume = max_reconsume = None
         if topic.startswith("%RETRY%"):
+            props = dict(props)  # the header takes these over on every attempt, not only the first
             reconsume = int(props.pop(Prop.RECONSUME_TIME, "0") or 0)
             max_reconsume = int(props.pop(Prop.MAX_RECONSUME_TIMES, "16") or 16)
         return api.send_header(
