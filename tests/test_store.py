@@ -355,3 +355,37 @@ def test_a_refused_reservation_leaves_the_write_to_decide(
     assert mf.read(0, 6) == b"abcdef"
     assert mf.allocate_ahead == (0 if errno_ == errno.EOPNOTSUPP else 1 << 16)
     mf.close()
+
+
+def test_a_topic_deleted_while_its_queues_are_fsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting a topic closes its consume-queue files; a flush already fsyncing them in its thread must
+    neither fail on a closed descriptor nor lose the checkpoint."""
+
+    async def scenario() -> None:
+        store = MessageStore(StoreConfig(tmp_path))
+        await store.start()
+        try:
+            _append(store, "Gone", 0, b"x")
+            inside, release = threading.Event(), threading.Event()
+            real_fsync = os.fsync
+
+            def held_fsync(fd: int) -> None:
+                inside.set()
+                release.wait(5)
+                real_fsync(fd)
+
+            monkeypatch.setattr(os, "fsync", held_fsync)
+            flush = asyncio.ensure_future(store.flush_queues())
+            assert await asyncio.to_thread(inside.wait, 5)
+            store.delete_topic("Gone")
+            release.set()
+            await flush
+            monkeypatch.setattr(os, "fsync", real_fsync)
+            assert store.find_queue("Gone", 0) is None
+            assert (tmp_path / "checkpoint.json").exists()
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())

@@ -374,9 +374,11 @@ class MessageStore:
             files = [mf for cq in self._queues.values() for mf in cq.dirty_files()]
             for mf in files:
                 mf.dirty = False
-            fds = [mf.fileno() for mf in files]
+            # Duplicates, closed by the thread: a topic deleted meanwhile closes its own descriptors, so
+            # the thread never fsyncs a closed (or since reused) number.
+            fds = [os.dup(mf.fileno()) for mf in files]
             if self.index is not None and self.index.write_pending():
-                fds.append(self.index.fileno())
+                fds.append(os.dup(self.index.fileno()))
             await asyncio.to_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
 
     # --- reading ------------------------------------------------------------------------------------
@@ -530,5 +532,10 @@ def _fsync_all(fds: list[int]) -> None:
 
 
 def _fsync_then_checkpoint(fds: list[int], checkpoint: Path, dispatched: int) -> None:
-    _fsync_all(fds)
+    """fsync and close ``fds`` (duplicates made for this call), then write the checkpoint."""
+    try:
+        _fsync_all(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
     write_json_atomic(checkpoint, {"dispatched": dispatched})
