@@ -148,29 +148,31 @@ class Channel:
         batch: list[tuple[int, int, bytes, bytes]] = []
         append = batch.append
         sent = 0
-        while sent < count:
-            if read_ahead and not self.requeued:
-                item = read_ahead.popleft()
-            else:
-                next_item = self._next()
-                if next_item is None:
-                    break
-                item = next_item
-            offset, timestamp_ns, body, _ = item
-            if sample_rate and _sampled_out(sample_rate):
-                attempts.pop(offset, None)  # nsqd drops a sampled-out message for this channel
-                continue
-            tries = attempts.get(offset, 0) + 1
-            attempts[offset] = tries
-            msg_id = b"%016x" % offset  # the id is the log offset
-            in_flight[msg_id] = InFlight(offset, client, now, deadline)
-            heapq.heappush(deadlines, (deadline, msg_id))
-            append((timestamp_ns, tries, msg_id, body))
-            sent += 1
-        if sent:
-            client.send_messages(batch)
-            client.in_flight += sent
-            self.stats.message_count += sent
+        try:
+            while sent < count:
+                if read_ahead and not self.requeued:
+                    item = read_ahead.popleft()
+                else:
+                    next_item = self._next()
+                    if next_item is None:
+                        break
+                    item = next_item
+                offset, timestamp_ns, body, _ = item
+                if sample_rate and _sampled_out(sample_rate):
+                    attempts.pop(offset, None)  # nsqd drops a sampled-out message for this channel
+                    continue
+                tries = attempts.get(offset, 0) + 1
+                attempts[offset] = tries
+                msg_id = b"%016x" % offset  # the id is the log offset
+                in_flight[msg_id] = InFlight(offset, client, now, deadline)
+                heapq.heappush(deadlines, (deadline, msg_id))
+                append((timestamp_ns, tries, msg_id, body))
+                sent += 1
+        finally:  # a read that fails part way still sends what is already in flight
+            if sent:
+                client.send_messages(batch)
+                client.in_flight += sent
+                self.stats.message_count += sent
         return sent
 
     def _ready_client(self) -> Subscriber | None:

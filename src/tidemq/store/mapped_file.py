@@ -6,22 +6,53 @@ The file is sparse up to its capacity, so readers see zeros past the write posit
 A file given ``allocate_ahead`` reserves its blocks (fallocate) that many bytes at a time ahead of the
 writes: on ext4 a write into a hole costs ~4 us per page to allocate, ~6x the copy itself, so a
 100-message batch spent more time there than anywhere else in the broker.  Reserving in chunks keeps
-the disk use near what is written (unlike allocating whole segments) and still reports ENOSPC at the
-write that needs the space.
+the disk use near what is written (unlike allocating whole segments). A file whose reservation fails
+(full disk, or a file system that cannot) gives back what the attempt took and writes into holes from
+then on, so a full disk is still reported by the write that needs the space.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 #: fallocate errors meaning "this file system cannot": writes then simply fill holes as before.
 _UNSUPPORTED = frozenset((errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL))
+
+
+def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
+    """Linux fallocate(2): unlike ``os.posix_fallocate`` it fails where the file system cannot reserve
+    blocks, where glibc's posix_fallocate would emulate it with a one-byte write every 4 KiB."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    for name in ("fallocate64", "fallocate"):
+        func = getattr(libc, name, None)
+        if func is not None:
+            func.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+            func.restype = ctypes.c_int
+            return func  # type: ignore[no-any-return]
+    return None
+
+
+_FALLOCATE = _libc_fallocate()
+
+
+def reserve_blocks(fd: int, offset: int, length: int) -> None:
+    """Allocate the file's blocks for [offset, offset + length) without writing them (mode 0)."""
+    if _FALLOCATE is None:
+        raise OSError(errno.EOPNOTSUPP, "fallocate is not available here")
+    if _FALLOCATE(fd, 0, offset, length) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
 
 
 class MappedFile:
@@ -82,14 +113,19 @@ class MappedFile:
     def _allocate(self, pos: int, size: int) -> None:
         end = min(self.capacity, pos + size + self.allocate_ahead)
         try:
-            os.posix_fallocate(self._fd, pos, end - pos)
+            reserve_blocks(self._fd, pos, end - pos)
         except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                return  # no room for a whole chunk: the write itself finds out whether its bytes fit
-            if exc.errno not in _UNSUPPORTED:
+            if exc.errno not in _UNSUPPORTED and exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            log.info("%s: the file system cannot preallocate (%s); writing into holes", self.path, exc)
             self.allocate_ahead = 0
+            if exc.errno in _UNSUPPORTED:
+                log.info("%s: the file system cannot reserve blocks (%s); writing into holes", self.path, exc)
+                return
+            # A failed reservation may keep part of what it took: give that back, so the consume queues,
+            # index and offsets get the space that is left; the write itself finds out if it fits.
+            log.warning("%s: no room to reserve blocks ahead; writing into holes", self.path)
+            os.ftruncate(self._fd, pos)
+            os.ftruncate(self._fd, self.capacity)
             return
         self._allocated = end
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tidemq.aio import cancel_and_wait
 from tidemq.remoting.batch import StoredBatch
@@ -332,7 +333,7 @@ class MessageStore:
                 seg.dirty = False
             try:
                 if segments:
-                    await asyncio.to_thread(_fsync_all, [seg.fileno() for seg in segments])
+                    await _finish_in_thread(_fsync_all, [seg.fileno() for seg in segments])
             except OSError as exc:
                 for seg in segments:
                     seg.dirty = True
@@ -372,14 +373,21 @@ class MessageStore:
         async with self._fs_lock:
             dispatched = min(self.commitlog.flushed, self.commitlog.max_offset)
             files = [mf for cq in self._queues.values() for mf in cq.dirty_files()]
-            for mf in files:
-                mf.dirty = False
             # Duplicates, closed by the thread: a topic deleted meanwhile closes its own descriptors, so
             # the thread never fsyncs a closed (or since reused) number.
-            fds = [os.dup(mf.fileno()) for mf in files]
-            if self.index is not None and self.index.write_pending():
-                fds.append(os.dup(self.index.fileno()))
-            await asyncio.to_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
+            fds: list[int] = []
+            try:
+                for mf in files:
+                    fds.append(os.dup(mf.fileno()))
+                if self.index is not None and self.index.write_pending():
+                    fds.append(os.dup(self.index.fileno()))
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            for mf in files:
+                mf.dirty = False
+            await _finish_in_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
 
     # --- reading ------------------------------------------------------------------------------------
 
@@ -524,6 +532,20 @@ class MessageStore:
             self.index.close()
         self.commitlog.close()
         os.close(self._lock_fd)
+
+
+async def _finish_in_thread(func: Callable[..., None], *args: Any) -> None:
+    """Run ``func`` on a worker thread, to its end even when the caller is cancelled meanwhile (a store
+    closing): the caller holds the file-system lock for the descriptors the thread uses, and must not
+    let go of it, nor leave the thread's duplicated descriptors unclosed, before the thread is done."""
+    job = asyncio.get_running_loop().run_in_executor(None, func, *args)
+    try:
+        await asyncio.shield(job)
+    except asyncio.CancelledError:
+        await asyncio.wait([job])
+        if job.exception() is not None:
+            log.error("store: flush interrupted by shutdown failed: %s", job.exception())
+        raise
 
 
 def _fsync_all(fds: list[int]) -> None:
