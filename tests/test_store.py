@@ -364,6 +364,24 @@ def test_a_refused_reservation_leaves_the_write_to_decide(
     mf.close()
 
 
+async def _flush_held_in_fsync(
+    store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> tuple[asyncio.Future[None], threading.Event]:
+    """A queue flush started and held inside its thread's first fsync until the returned event is set."""
+    inside, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def held_fsync(fd: int) -> None:
+        inside.set()
+        release.wait(5)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", held_fsync)
+    flush = asyncio.ensure_future(store.flush_queues())
+    assert await asyncio.to_thread(inside.wait, 5)
+    return flush, release
+
+
 def test_a_topic_deleted_while_its_queues_are_fsynced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -375,21 +393,11 @@ def test_a_topic_deleted_while_its_queues_are_fsynced(
         await store.start()
         try:
             _append(store, "Gone", 0, b"x")
-            inside, release = threading.Event(), threading.Event()
-            real_fsync = os.fsync
-
-            def held_fsync(fd: int) -> None:
-                inside.set()
-                release.wait(5)
-                real_fsync(fd)
-
-            monkeypatch.setattr(os, "fsync", held_fsync)
-            flush = asyncio.ensure_future(store.flush_queues())
-            assert await asyncio.to_thread(inside.wait, 5)
+            flush, release = await _flush_held_in_fsync(store, monkeypatch)
             store.delete_topic("Gone")
             release.set()
             await flush
-            monkeypatch.setattr(os, "fsync", real_fsync)
+            monkeypatch.undo()
             assert store.find_queue("Gone", 0) is None
             assert (tmp_path / "checkpoint.json").exists()
         finally:
@@ -410,24 +418,14 @@ def test_a_flush_cancelled_midway_lets_its_thread_finish(
         try:
             _append(store, "T", 0, b"x")
             open_before = len(os.listdir("/proc/self/fd"))
-            inside, release = threading.Event(), threading.Event()
-            real_fsync = os.fsync
-
-            def held_fsync(fd: int) -> None:
-                inside.set()
-                release.wait(5)
-                real_fsync(fd)
-
-            monkeypatch.setattr(os, "fsync", held_fsync)
-            flush = asyncio.ensure_future(store.flush_queues())
-            assert await asyncio.to_thread(inside.wait, 5)
+            flush, release = await _flush_held_in_fsync(store, monkeypatch)
             flush.cancel()
             await asyncio.sleep(0.1)
             assert not flush.done()
             release.set()
             with pytest.raises(asyncio.CancelledError):
                 await flush
-            monkeypatch.setattr(os, "fsync", real_fsync)
+            monkeypatch.undo()
             assert len(os.listdir("/proc/self/fd")) == open_before
         finally:
             await store.close()
