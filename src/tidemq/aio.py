@@ -6,14 +6,14 @@ import asyncio
 import atexit
 import contextlib
 import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 Bytes = bytes | bytearray | memoryview
 
 
-async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
+async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]]) -> None:
     """Cancel background tasks and wait until each has really stopped."""
     pending = [task for task in tasks if task is not None]
     for task in pending:
@@ -21,6 +21,28 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
     for task in pending:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+class TaskSet:
+    """Background tasks a component starts and must be able to stop. asyncio keeps only weak references to
+    tasks, so each is held here until it ends, then dropped."""
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def spawn(self, work: Awaitable[Any]) -> asyncio.Future[Any]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def __iter__(self) -> Iterator[asyncio.Future[Any]]:
+        return iter(list(self._tasks))
+
+    def __len__(self) -> int:
+        return len(self._tasks)
 
 
 class OutputBuffer:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from tidemq.aio import Bytes, OutputBuffer, cancel_and_wait
+from tidemq.aio import Bytes, OutputBuffer, TaskSet, cancel_and_wait
 from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, FrameError, HeaderError, encode_parts
@@ -84,7 +84,7 @@ class RemotingConnection(asyncio.Protocol):
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaque = itertools.count(1)
         self._transport: asyncio.Transport | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet()  # answers still being worked out
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._output = OutputBuffer(self._write)
@@ -168,9 +168,7 @@ class RemotingConnection(asyncio.Protocol):
             self._reply(request, self._failure(request, exc))
             return
         if inspect.isawaitable(result):
-            task = asyncio.ensure_future(self._await_reply(request, result))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.spawn(self._await_reply(request, result))
         else:
             self._reply(request, result)
 

@@ -11,10 +11,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tidemq.aio import cancel_and_wait
+from tidemq.aio import TaskSet, cancel_and_wait
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import ConsumeContext, ConsumeStatus, MessageModel
 from tidemq.client.message_queue import MessageQueue
@@ -32,7 +31,7 @@ class ConcurrentConsumeService:
         self.consumer = consumer
         self._requests: asyncio.Queue[tuple[list[MessageExt], ProcessQueue, MessageQueue]] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet()  # local retries waiting out their delay
         self._cleaner: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -40,11 +39,6 @@ class ConcurrentConsumeService:
         self._workers = [
             asyncio.create_task(self._work()) for _ in range(max(1, self.consumer.consume_thread_max))
         ]
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
         size = max(1, self.consumer.consume_batch_max_size)
@@ -112,7 +106,7 @@ class ConcurrentConsumeService:
         if retry_here:
             for msg in retry_here:
                 msg.reconsume_times += 1
-            self.spawn(self._retry_later(retry_here, pq, mq))
+            self._tasks.spawn(self._retry_later(retry_here, pq, mq))
         return settled
 
     async def _retry_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import Any
 
+from tidemq.aio import TaskSet
 from tidemq.client import api
 from tidemq.client.config import ClientConfig, wrap_namespace
 from tidemq.client.consumer.process_queue import ProcessQueue
@@ -30,7 +31,7 @@ class _BufferService:
 
     def __init__(self, capacity: int) -> None:
         self.buffer: asyncio.Queue[Fetched] = asyncio.Queue(capacity)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet()  # puts waiting for room in a full buffer
 
     def start(self) -> None:
         pass
@@ -39,9 +40,7 @@ class _BufferService:
         try:
             self.buffer.put_nowait((mq, pq, msgs))
         except asyncio.QueueFull:
-            task = asyncio.ensure_future(self.buffer.put((mq, pq, msgs)))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.spawn(self.buffer.put((mq, pq, msgs)))
 
     async def close(self, timeout: float) -> None:
         for task in self._tasks:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tidemq.aio import TaskSet
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import ConsumeContext, ConsumeStatus, MessageModel
 from tidemq.client.message_queue import MessageQueue
@@ -26,26 +26,21 @@ class OrderlyConsumeService:
     def __init__(self, consumer: PushConsumer) -> None:
         self.consumer = consumer
         self._queue_locks: dict[MessageQueue, asyncio.Lock] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet()  # one consuming task per queue with messages, and delayed retries
 
     def start(self) -> None:
         pass
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
         if dispatch:
-            self.spawn(self._consume_queue(pq, mq))
+            self._tasks.spawn(self._consume_queue(pq, mq))
 
     def _later(self, pq: ProcessQueue, mq: MessageQueue, delay_s: float) -> None:
         async def again() -> None:
             await asyncio.sleep(delay_s)
             await self._consume_queue(pq, mq)
 
-        self.spawn(again())
+        self._tasks.spawn(again())
 
     async def _consume_queue(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         consumer = self.consumer

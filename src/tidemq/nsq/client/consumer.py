@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from tidemq.address import split_host_port
-from tidemq.aio import cancel_and_wait
+from tidemq.aio import TaskSet, cancel_and_wait
 from tidemq.nsq.client import lookup
 from tidemq.nsq.client.config import Config, requeue_delay
 from tidemq.nsq.client.conn import NsqdConn
@@ -91,7 +91,7 @@ class Consumer:
         self._idle: deque[asyncio.Future[None]] = deque()
         self._workers: list[asyncio.Task[None]] = []
         self._running_workers = 0
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet()
         self._http: aiohttp.ClientSession | None = None
         self._recheck = asyncio.Event()
         self._stopped = asyncio.Event()
@@ -146,12 +146,7 @@ class Consumer:
                     asyncio.create_task(self._worker(handler, handler_async, hook, hook_async))
                 )
         self._running_workers = len(self._workers)
-        self._spawn(self._rdy_loop())
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._rdy_loop())
 
     def _conn_list(self) -> list[NsqdConn]:
         return list(self._conns.values())
@@ -177,7 +172,7 @@ class Consumer:
         self._lookupd_urls.append(url)
         if len(self._lookupd_urls) == 1:
             await self._query_lookupd()
-            self._spawn(self._lookupd_loop())
+            self._tasks.spawn(self._lookupd_loop())
 
     async def connect_to_lookupds(self, addrs: Iterable[str]) -> None:
         for addr in addrs:
@@ -357,7 +352,7 @@ class Consumer:
         if self._lookupd_urls:
             self._recheck.set()
         elif conn.addr in self._nsqd_addrs:
-            self._spawn(self._reconnect(conn.addr))
+            self._tasks.spawn(self._reconnect(conn.addr))
 
     # --- MessageDelegate (any thread) -----------------------------------------------------------------
 
