@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 import zlib
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.nsq_support import RawNsq
 from tests.support import ServerProcess, free_port, run
+from tidemq.nsq.config import NsqdConfig
+from tidemq.nsq.nsqd import Nsqd
 from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command, encode_mpub
+from tidemq.store import FlushMode, MessageStore, StoreConfig
 
 
 def test_sigkill_then_restart_delivers_every_acknowledged_pub(tmp_path: Path) -> None:
@@ -222,3 +228,45 @@ def test_a_deferred_message_delivered_inside_the_read_ahead_comes_back_once(tmp_
         assert sorted(got) == sorted([b"deferred"] + [b"m%d" % i for i in (*range(1, 10), *range(11, 50))])
     finally:
         assert srv.stop() == 0
+
+
+def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With sync flush a PUB that arrives while an earlier one waits for its fsync is stored (and reaches
+    consumers) at once, not after that fsync; both are still answered in order once they are durable."""
+
+    async def scenario() -> None:
+        store = MessageStore(StoreConfig(tmp_path, flush_mode=FlushMode.SYNC))
+        await store.start()
+        nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
+        await nsqd.start()
+        inside, release = threading.Event(), threading.Event()
+        real_fsync = os.fsync
+
+        def held_fsync(fd: int) -> None:
+            inside.set()
+            release.wait(10)
+            real_fsync(fd)
+
+        addr = f"127.0.0.1:{nsqd.tcp_port}"
+        sub = await RawNsq.open(addr)
+        pub = await RawNsq.open(addr)
+        try:
+            await sub.sub("held", "c", rdy=10)
+            monkeypatch.setattr(os, "fsync", held_fsync)
+            pub.send("PUB", "held", body=b"first")
+            assert await asyncio.to_thread(inside.wait, 10)  # the first one's fsync is under way
+            pub.send("PUB", "held", body=b"second")
+            assert [(await sub.message()).body for _ in range(2)] == [b"first", b"second"]
+            release.set()
+            assert [await pub.response() for _ in range(2)] == [b"OK", b"OK"]
+        finally:
+            release.set()
+            monkeypatch.undo()
+            sub.close()
+            pub.close()
+            await nsqd.close()
+            await store.close()
+
+    run(scenario())

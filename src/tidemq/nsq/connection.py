@@ -76,6 +76,7 @@ class NsqConnection(asyncio.Protocol):
         self._commands: deque[Command | FinRun | NSQError] = deque()
         #: Sync flush: (log end, error code) of publishes stored but not yet answered.
         self._unanswered: list[tuple[int, str]] = []
+        self._awaiting_fsync = False  # the worker waits only for an fsync that will answer publishes
         self._worker: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         #: nsqd's output buffer with a timeout of one loop pass (held during a TLS upgrade).
@@ -108,8 +109,11 @@ class NsqConnection(asyncio.Protocol):
                 self.close()
                 return
         self._commands.extend(self.parser.feed(data))
-        if (self._worker is None or self._worker.done()) and not self._run_inline():
-            self._worker = asyncio.ensure_future(self._work())
+        if self._worker is None or self._worker.done():
+            if not self._run_inline():
+                self._worker = asyncio.ensure_future(self._work())
+        elif self._awaiting_fsync:
+            self._store_publishes()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -221,6 +225,22 @@ class NsqConnection(asyncio.Protocol):
             self.channel.pump()
         return not commands or self._closed
 
+    def _store_publishes(self) -> None:
+        """Sync flush, while the worker waits for an fsync: store the publishes that arrived meanwhile at
+        once, so consumers see them now and the next fsync covers them, instead of each waiting for the
+        fsync before it. Their answers, and whatever follows them, still go out in order afterwards."""
+        if self.nsqd.auth_required:
+            return  # a publish may wait for the auth server: the worker takes it in its turn
+        commands = self._commands
+        while commands and not self._closed and _is_publish(commands[0]):
+            cmd = commands.popleft()
+            assert isinstance(cmd, Command)
+            try:
+                self._store(cmd, self._bodies(cmd))
+            except NSQError as err:
+                commands.appendleft(err)  # answered in its turn, after the publishes before it
+                return
+
     def _fin_run(self, msg_ids: list[bytes], check_tls: bool) -> None:
         """FIN lines back to back: the connection's state is checked once for the run (a refusal is fatal,
         as for a single FIN); the lines themselves were well formed."""
@@ -251,6 +271,7 @@ class NsqConnection(asyncio.Protocol):
             try:
                 if self._unanswered and not (commands and _is_publish(commands[0])):
                     await self._answer_publishes()
+                    continue  # publishes stored while it waited are answered next, in order
                 if not commands or self._run_inline():
                     return
                 item = commands.popleft()
@@ -281,7 +302,11 @@ class NsqConnection(asyncio.Protocol):
             return
         unanswered, self._unanswered = self._unanswered, []
         end_offset, error_code = max(unanswered)
-        await self.nsqd.wait_durable(end_offset, error_code)
+        self._awaiting_fsync = True
+        try:
+            await self.nsqd.wait_durable(end_offset, error_code)
+        finally:
+            self._awaiting_fsync = False
         for _ in unanswered:
             self.send_response(OK)
 
