@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -364,3 +365,18 @@ def run_script(argv: list[str], timeout: int, cwd: Path | None = None, **options
         ) from None
     records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     return ScriptRun(proc.returncode, records, proc.stderr, argv)
+
+
+def hold_fsync(monkeypatch: Any, timeout: float = 10.0) -> tuple[threading.Event, threading.Event]:
+    """Make every ``os.fsync`` in this process wait until the second event is set; the first is set once
+    an fsync is waiting. For tests of what happens while a flush is under way (undone with the patch)."""
+    inside, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def held_fsync(fd: int) -> None:
+        inside.set()
+        release.wait(timeout)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", held_fsync)
+    return inside, release

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 import zlib
@@ -13,7 +12,7 @@ import orjson
 import pytest
 
 from tests.nsq_support import RawNsq
-from tests.support import ServerProcess, free_port, run
+from tests.support import ServerProcess, free_port, hold_fsync, run
 from tidemq.nsq.config import NsqdConfig
 from tidemq.nsq.nsqd import Nsqd
 from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command, encode_mpub
@@ -241,20 +240,13 @@ def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
         await store.start()
         nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
         await nsqd.start()
-        inside, release = threading.Event(), threading.Event()
-        real_fsync = os.fsync
-
-        def held_fsync(fd: int) -> None:
-            inside.set()
-            release.wait(10)
-            real_fsync(fd)
-
         addr = f"127.0.0.1:{nsqd.tcp_port}"
         sub = await RawNsq.open(addr)
         pub = await RawNsq.open(addr)
+        release = threading.Event()
         try:
             await sub.sub("held", "c", rdy=10)
-            monkeypatch.setattr(os, "fsync", held_fsync)
+            inside, release = hold_fsync(monkeypatch)
             pub.send("PUB", "held", body=b"first")
             assert await asyncio.to_thread(inside.wait, 10)  # the first one's fsync is under way
             pub.send("PUB", "held", body=b"second")

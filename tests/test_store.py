@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import hold_fsync
 from tidemq.remoting.batch import BatchItem, StoredBatch, build_stored_batch, encode_batch
 from tidemq.remoting.message import MessageDecodeError, decode_record, encode_record, tag_hash
 from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError, mapped_file
@@ -368,15 +369,7 @@ async def _flush_held_in_fsync(
     store: MessageStore, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[asyncio.Future[None], threading.Event]:
     """A queue flush started and held inside its thread's first fsync until the returned event is set."""
-    inside, release = threading.Event(), threading.Event()
-    real_fsync = os.fsync
-
-    def held_fsync(fd: int) -> None:
-        inside.set()
-        release.wait(5)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", held_fsync)
+    inside, release = hold_fsync(monkeypatch, timeout=5)
     flush = asyncio.ensure_future(store.flush_queues())
     assert await asyncio.to_thread(inside.wait, 5)
     return flush, release
