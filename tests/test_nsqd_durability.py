@@ -19,15 +19,21 @@ from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_c
 from tidemq.store import FlushMode, MessageStore, StoreConfig
 
 
+async def _publisher_and_subscriber(addr: str, topic: str, *, rdy: int) -> tuple[RawNsq, RawNsq]:
+    """A connection to publish on, and one subscribed to ``topic``'s channel "ch" with ``rdy`` credit."""
+    pub = await RawNsq.open(addr)
+    sub = await RawNsq.open(addr)
+    await sub.sub(topic, "ch", rdy=rdy)
+    return pub, sub
+
+
 def test_sigkill_then_restart_delivers_every_acknowledged_pub(tmp_path: Path) -> None:
     srv = ServerProcess(tmp_path / "data", "--flush", "sync").start()
     acked: list[bytes] = []
     finished: set[bytes] = set()
 
     async def before() -> None:
-        sub = await RawNsq.open(srv.nsqd)
-        await sub.sub("durable", "ch", rdy=50)
-        pub = await RawNsq.open(srv.nsqd)
+        pub, sub = await _publisher_and_subscriber(srv.nsqd, "durable", rdy=50)
         for i in range(200):
             if await pub.pub("durable", f"m{i}".encode()) == b"OK":
                 acked.append(f"m{i}".encode())
@@ -184,9 +190,7 @@ def test_the_snapshot_leaves_the_read_ahead_to_the_cursor(tmp_path: Path) -> Non
     srv = ServerProcess(tmp_path / "data", command="nsqd").start()
 
     async def publish_and_deliver_two() -> None:
-        pub = await RawNsq.open(srv.nsqd)
-        sub = await RawNsq.open(srv.nsqd)
-        await sub.sub("held", "ch", rdy=2)
+        pub, sub = await _publisher_and_subscriber(srv.nsqd, "held", rdy=2)
         assert await pub.mpub("held", [b"%d" % i for i in range(300)]) == b"OK"
         first = [await sub.message() for _ in range(2)]
         sub.send("FIN", first[0].id)  # message 1 stays in flight; the freed credit sends message 2
@@ -208,9 +212,7 @@ def test_a_deferred_message_delivered_inside_the_read_ahead_comes_back_once(tmp_
     srv = ServerProcess(tmp_path / "data", command="nsqd").start()
 
     async def before() -> None:
-        pub = await RawNsq.open(srv.nsqd)
-        sub = await RawNsq.open(srv.nsqd)
-        await sub.sub("held2", "ch", rdy=1)
+        pub, sub = await _publisher_and_subscriber(srv.nsqd, "held2", rdy=1)
         assert await pub.mpub("held2", [b"m%d" % i for i in range(10)]) == b"OK"
         pub.send("DPUB", "held2", "200", body=b"deferred")
         assert await pub.response() == b"OK"
@@ -240,12 +242,9 @@ def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
         await store.start()
         nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
         await nsqd.start()
-        addr = f"127.0.0.1:{nsqd.tcp_port}"
-        sub = await RawNsq.open(addr)
-        pub = await RawNsq.open(addr)
+        pub, sub = await _publisher_and_subscriber(f"127.0.0.1:{nsqd.tcp_port}", "held", rdy=10)
         release = threading.Event()
         try:
-            await sub.sub("held", "c", rdy=10)
             inside, release = hold_fsync(monkeypatch)
             pub.send("PUB", "held", body=b"first")
             assert await asyncio.to_thread(inside.wait, 10)  # the first one's fsync is under way

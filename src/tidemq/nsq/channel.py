@@ -262,11 +262,7 @@ class Channel:
         result = self._read(offset, 1)
         if result.status is not GetStatus.FOUND:
             return None
-        return self._stored(record_bodies(result.messages[0])[0])
-
-    @staticmethod
-    def _stored(record: tuple[int, int, bytes, bytes]) -> _Stored:
-        offset, store_ms, body, props = record
+        offset, store_ms, body, props = record_bodies(result.messages[0])[0]
         timestamp_ns, due_ms = _stamp(props, store_ms)
         return offset, timestamp_ns, body, due_ms
 

@@ -113,7 +113,7 @@ class NsqConnection(asyncio.Protocol):
             if not self._run_inline():
                 self._worker = asyncio.ensure_future(self._work())
         elif self._awaiting_fsync:
-            self._store_publishes()
+            self._run_inline()  # publishes that came meanwhile are stored now; the next fsync covers them
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -190,18 +190,22 @@ class NsqConnection(asyncio.Protocol):
 
     def _run_inline(self) -> bool:
         """Handle the queued commands that never wait right here: FIN, RDY, REQ, TOUCH, NOP, CLS, and
-        publishes when neither AUTH nor sync flush can make them wait.
+        publishes unless AUTH may make them wait.
 
         A consumer sends one FIN per message; answering those without a task, a coroutine per command and
-        a channel pump per FIN (one pump covers them all) is most of nsqd's work per message. Returns
-        False at the first command that may wait (or while publishes wait for their fsync): the worker
-        task takes over from there, in order.
+        a channel pump per FIN (one pump covers them all) is most of nsqd's work per message. With sync
+        flush a publish is stored here too and only its answer waits for the fsync: while answers wait,
+        only publishes run ahead (consumers see them at once, the next fsync covers them), and anything
+        else, an error included, waits its turn behind those answers. Returns True once nothing is left
+        (no command, no answer waiting); else the worker task takes over from there, in order.
         """
         commands = self._commands
         pump = False
         check_tls = self._tls_missing
-        while commands and not self._closed and not self._unanswered:
+        while commands and not self._closed:
             item = commands[0]
+            if (self._unanswered or self._awaiting_fsync) and not _is_publish(item):
+                break  # answers are waiting for an fsync: only publishes run ahead of them
             if isinstance(item, FinRun):
                 commands.popleft()
                 self._fin_run(item.ids, check_tls)
@@ -211,7 +215,7 @@ class NsqConnection(asyncio.Protocol):
                 break
             handler = _INLINE.get(item.name)
             if handler is None:
-                if item.name not in _PUBLISHES or self.nsqd.auth_required or self.nsqd.sync_flush:
+                if item.name not in _PUBLISHES or self.nsqd.auth_required:
                     break
                 handler = NsqConnection.publish_inline
             commands.popleft()
@@ -220,26 +224,13 @@ class NsqConnection(asyncio.Protocol):
                     self._check_tls(item)
                 pump |= handler(self, item)
             except NSQError as err:
+                if self._unanswered or self._awaiting_fsync:
+                    commands.appendleft(err)  # answered in its turn, after the publishes before it
+                    break
                 self._answer_error(err)
         if pump and self.channel is not None:
             self.channel.pump()
-        return not commands or self._closed
-
-    def _store_publishes(self) -> None:
-        """Sync flush, while the worker waits for an fsync: store the publishes that arrived meanwhile at
-        once, so consumers see them now and the next fsync covers them, instead of each waiting for the
-        fsync before it. Their answers, and whatever follows them, still go out in order afterwards."""
-        if self.nsqd.auth_required:
-            return  # a publish may wait for the auth server: the worker takes it in its turn
-        commands = self._commands
-        while commands and not self._closed and _is_publish(commands[0]):
-            cmd = commands.popleft()
-            assert isinstance(cmd, Command)
-            try:
-                self._store(cmd, self._bodies(cmd))
-            except NSQError as err:
-                commands.appendleft(err)  # answered in its turn, after the publishes before it
-                return
+        return self._closed or not (commands or self._unanswered)
 
     def _fin_run(self, msg_ids: list[bytes], check_tls: bool) -> None:
         """FIN lines back to back: the connection's state is checked once for the run (a refusal is fatal,
@@ -263,17 +254,16 @@ class NsqConnection(asyncio.Protocol):
             self._answer_error(NSQError("E_FIN_FAILED", problem, fatal=False))
 
     async def _work(self) -> None:
-        """What ``_run_inline`` stops at, in order. Sync flush publishes back to back share one fsync:
-        they are answered before the first command that is not a publish, so ``_run_inline`` only ever
-        stops at an error or at a command that may wait."""
+        """What ``_run_inline`` leaves, in order: the answers that wait for an fsync (one fsync answers
+        every publish stored before it), and commands that may wait, or errors."""
         commands = self._commands
         while not self._closed:
             try:
+                if self._run_inline():
+                    return
                 if self._unanswered and not (commands and _is_publish(commands[0])):
                     await self._answer_publishes()
-                    continue  # publishes stored while it waited are answered next, in order
-                if not commands or self._run_inline():
-                    return
+                    continue
                 item = commands.popleft()
                 if isinstance(item, NSQError):
                     raise item
@@ -522,7 +512,7 @@ class NsqConnection(asyncio.Protocol):
         self._store(cmd, bodies)
 
     def publish_inline(self, cmd: Command) -> bool:
-        """``publish`` without a task: what ``_run_inline`` runs when neither AUTH nor sync flush waits."""
+        """``publish`` without a task: what ``_run_inline`` runs when no AUTH can make it wait."""
         self._store(cmd, self._bodies(cmd))
         return False
 

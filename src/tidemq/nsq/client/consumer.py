@@ -315,13 +315,16 @@ class Consumer:
     def on_messages(self, conn: NsqdConn, messages: list[Message]) -> None:
         self._received += len(messages)
         self._ready.extend(messages)
+        self._wake_workers(len(messages))
+
+    def _wake_workers(self, count: int) -> None:
+        """Wake up to ``count`` workers waiting for a message (or, once handlers stop, for the end)."""
         idle = self._idle
-        woken = 0
-        while idle and woken < len(messages):
+        while idle and count > 0:
             waiter = idle.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-                woken += 1
+                count -= 1
 
     def on_response(self, conn: NsqdConn, data: bytes) -> None:
         if data == CLOSE_WAIT:
@@ -376,29 +379,34 @@ class Consumer:
 
     def _finish(self, message: Message) -> None:
         """Write a FIN (first response only), after any RDY change; RESUME is a no-op unless backing off."""
-        if not message._settle():
+        conn = self._settled_conn(message)
+        if conn is None:
             return
-        conn = message.conn
-        conn.in_flight -= 1
         self._finished += 1
         if self._rdy.backoff_counter:
             self._rdy.signal(Signal.RESUME)
-        if not conn.is_closed:
-            conn.send_fin(message.id)
-        else:
-            log.debug("%s: connection gone; response for %s dropped", conn.addr, message.id)
-        if conn.closing and conn.in_flight <= 0:
-            conn.close()
+        self._respond(conn, message, conn.send_fin, message.id)
 
     def _requeue(self, message: Message, cmd: bytes, signal: Signal) -> None:
-        if not message._settle():
+        conn = self._settled_conn(message)
+        if conn is None:
             return
-        conn = message.conn
-        conn.in_flight -= 1
         self._requeued += 1
         self._rdy.signal(signal)
+        self._respond(conn, message, conn.send, cmd)
+
+    @staticmethod
+    def _settled_conn(message: Message) -> NsqdConn | None:
+        """The connection of a message whose first response this is (no longer in flight there)."""
+        if not message._settle():
+            return None
+        message.conn.in_flight -= 1
+        return message.conn
+
+    @staticmethod
+    def _respond(conn: NsqdConn, message: Message, write: Callable[[bytes], None], data: bytes) -> None:
         if not conn.is_closed:
-            conn.send(cmd)
+            write(data)
         else:
             log.debug("%s: connection gone; response for %s dropped", conn.addr, message.id)
         if conn.closing and conn.in_flight <= 0:
@@ -527,10 +535,7 @@ class Consumer:
         if self._running_workers == 0:
             self._exit()
             return
-        while self._idle:
-            waiter = self._idle.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+        self._wake_workers(len(self._idle))
 
     def _exit(self) -> None:
         if self._exiting:
