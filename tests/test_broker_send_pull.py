@@ -123,6 +123,29 @@ def test_long_polling_answers_when_a_message_lands(server: ServerProcess) -> Non
     run(scenario())
 
 
+def test_woken_pull_is_answered_before_the_send_that_woke_it(server: ServerProcess) -> None:
+    """The consumer waits on the held pull, the producer only on its acknowledgement: on one connection
+    carrying both, the pull's answer must come first on the wire."""
+
+    async def scenario() -> None:
+        c = await RawClient.open(server.broker)
+        await c.send("WakeOrder", b"first")
+        answered: list[str] = []
+        pull = asyncio.create_task(c.pull("WakeOrder", 0, 1, suspend_ms=15_000, timeout=20))
+        pull.add_done_callback(lambda _: answered.append("pull"))
+        await asyncio.sleep(0.3)
+        assert not pull.done()
+        send = asyncio.create_task(c.send("WakeOrder", b"second"))
+        send.add_done_callback(lambda _: answered.append("send"))
+        (resp, msgs), sent = await pull, await send
+        assert resp.code == ResponseCode.SUCCESS and [m.body for m in msgs] == [b"second"]
+        assert sent.code == ResponseCode.SUCCESS
+        assert answered == ["pull", "send"]
+        c.close()
+
+    run(scenario())
+
+
 def test_long_polling_times_out_with_not_found(server: ServerProcess) -> None:
     async def scenario() -> None:
         c = await RawClient.open(server.broker)

@@ -64,11 +64,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
 
     def _rerun_pull(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None:
-        result = pull_message(self, conn, req, allow_suspend=False)
-        assert result is None or isinstance(result, RemotingCommand), (
-            "a pull that may not suspend answers at once"
-        )
-        return result
+        return pull_message(self, conn, req, allow_suspend=False)
 
     def _recovered_tags_code(self, topic: str, queue_id: int, props: dict[str, str], store_ts: int) -> int:
         if topic == SCHEDULE_TOPIC:

@@ -194,6 +194,12 @@ class RemotingConnection(asyncio.Protocol):
             response.opaque = request.opaque
             self.send(response)
 
+    def reply_now(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """Answer a request whose processor returned ``None`` and kept it (a held pull), writing at once
+        with whatever else is queued: the peer is waiting on it, so it does not wait for this loop pass."""
+        self._reply(request, response)
+        self._output.flush()
+
     # --- our requests -------------------------------------------------------------------------------
 
     @property

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidemq.broker.clients import SubscriptionData
@@ -85,7 +85,7 @@ def _subscription(
 
 def pull_message(
     broker: Broker, conn: RemotingConnection, req: RemotingCommand, allow_suspend: bool = True
-) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+) -> RemotingCommand | None:
     h = PullMessageRequestHeader.from_ext(req.ext_fields)
     if not broker.config.readable:
         return req.error(
@@ -126,9 +126,8 @@ def pull_message(
         timeout_ms = (
             h.suspend_timeout_millis if broker.config.long_polling else broker.config.short_polling_ms
         )
-        return broker.holds.hold(
-            h.topic, h.queue_id, conn, req, h.queue_offset, match, max(0, timeout_ms) / 1000
-        )
+        broker.holds.hold(h.topic, h.queue_id, conn, req, h.queue_offset, match, max(0, timeout_ms) / 1000)
+        return None
     ext = {
         "suggestWhichBrokerId": "0",
         "nextBeginOffset": str(result.next_begin_offset),
