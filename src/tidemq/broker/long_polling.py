@@ -55,13 +55,11 @@ class PullHoldService:
 
     def _release(self, key: tuple[str, int], held: HeldPull) -> None:
         waiting = self._held.get(key)
-        if waiting is not None:
-            try:
-                waiting.remove(held)
-            except ValueError:
-                return
-            if not waiting:
-                del self._held[key]
+        if waiting is None or held not in waiting:
+            return  # answered already
+        waiting.remove(held)
+        if not waiting:
+            del self._held[key]
         if held.timer is not None:
             held.timer.cancel()
         if held.conn.is_closed:
