@@ -10,15 +10,11 @@ wait a moment. (Holding it to the end of that input, to coalesce it with other w
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.transport import RemotingConnection
-
-log = logging.getLogger(__name__)
 
 Rerun = Callable[[RemotingConnection, RemotingCommand], RemotingCommand | None]
 
@@ -67,8 +63,7 @@ class PullHoldService:
         try:
             response = self._rerun(held.conn, held.request)
         except Exception as exc:
-            log.exception("held pull on %s failed", key)
-            response = held.request.error(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            response = held.conn.failure_response(held.request, exc)
         held.conn.reply_now(held.request, response)
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:

@@ -165,7 +165,7 @@ class RemotingConnection(asyncio.Protocol):
         try:
             result = self._handler(self, request)
         except Exception as exc:
-            self._reply(request, self._failure(request, exc))
+            self._reply(request, self.failure_response(request, exc))
             return
         if inspect.isawaitable(result):
             self._tasks.spawn(self._await_reply(request, result))
@@ -180,10 +180,11 @@ class RemotingConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            response = self._failure(request, exc)
+            response = self.failure_response(request, exc)
         self._reply(request, response)
 
-    def _failure(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+    def failure_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        """The answer to a request whose processor raised (logged unless the request itself was bad)."""
         if isinstance(exc, HeaderFieldError | ValueError):
             return request.error(ResponseCode.SYSTEM_ERROR, f"bad request {request.code}: {exc}")
         log.exception("processor for code %s failed", request.code)

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 #: fallocate errors meaning "this file system cannot": writes then simply fill holes as before.
 _UNSUPPORTED = frozenset((errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL))
+_NO_ROOM = frozenset((errno.ENOSPC, errno.EDQUOT))
 
 
 def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
@@ -115,17 +116,17 @@ class MappedFile:
         try:
             reserve_blocks(self._fd, pos, end - pos)
         except OSError as exc:
-            if exc.errno not in _UNSUPPORTED and exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if exc.errno not in _UNSUPPORTED and exc.errno not in _NO_ROOM:
                 raise
             self.allocate_ahead = 0
             if exc.errno in _UNSUPPORTED:
                 log.info("%s: the file system cannot reserve blocks (%s); writing into holes", self.path, exc)
-                return
-            # A failed reservation may keep part of what it took: give that back, so the consume queues,
-            # index and offsets get the space that is left; the write itself finds out if it fits.
-            log.warning("%s: no room to reserve blocks ahead; writing into holes", self.path)
-            os.ftruncate(self._fd, pos)
-            os.ftruncate(self._fd, self.capacity)
+            else:
+                # A failed reservation may keep part of what it took: give that back, so the consume
+                # queues, index and offsets get the space that is left; the write finds out if it fits.
+                log.warning("%s: no room to reserve blocks ahead; writing into holes", self.path)
+                os.ftruncate(self._fd, pos)
+                os.ftruncate(self._fd, self.capacity)
             return
         self._allocated = end
 
