@@ -261,3 +261,42 @@ def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
             await store.close()
 
     run(scenario())
+
+
+def test_a_channel_saved_past_a_lost_log_tail_goes_on_from_the_log_end(tmp_path: Path) -> None:
+    """Power loss with async flush can take the log's unflushed tail after the channel cursor over it was
+    saved. The log then goes on from its recovered end, and so must the channel: the state saved by a
+    server whose channel read 5 messages (the second still in flight) is put over a log that lost all 5."""
+    first = ServerProcess(tmp_path / "first", command="nsqd").start()
+
+    async def read_five() -> None:
+        pub, sub = await _publisher_and_subscriber(first.nsqd, "cut", rdy=5)
+        assert await pub.mpub("cut", [b"old%d" % i for i in range(5)]) == b"OK"
+        for m in [await sub.message() for _ in range(5)]:
+            if m.body != b"old1":
+                sub.send("FIN", m.id)
+        await asyncio.sleep(0.2)
+
+    try:
+        run(read_five())
+    finally:
+        assert first.stop() == 0
+    saved = (tmp_path / "first" / "nsq" / "nsqd.json").read_bytes()
+    (channel,) = next(t for t in orjson.loads(saved)["topics"] if t["name"] == "cut")["channels"]
+    assert channel["next"] == 5 and channel["pending"] == {"1": 1}
+
+    srv = ServerProcess(tmp_path / "second", command="nsqd").start()
+    assert srv.stop() == 0  # an empty log for topic "cut", then the saved state over it
+    (tmp_path / "second" / "nsq" / "nsqd.json").write_bytes(saved)
+    srv.start()
+
+    async def publish_after_restart() -> list[bytes]:
+        pub, sub = await _publisher_and_subscriber(srv.nsqd, "cut", rdy=10)
+        assert await pub.mpub("cut", [b"new%d" % i for i in range(3)]) == b"OK"
+        return await sub.drain(quiet=1.0)
+
+    try:
+        assert run(publish_after_restart()) == [b"new0", b"new1", b"new2"]
+    finally:
+        assert srv.stop() == 0
+    assert "was saved at offset 5 but the log ends at 0" in srv.log_path.read_text()

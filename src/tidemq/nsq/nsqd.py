@@ -77,10 +77,11 @@ class Nsqd:
         for item in data.get("topics") or []:
             topic = self._new_topic(item["name"])
             topic.paused = bool(item.get("paused"))
-            topic.backlog_offset = int(item.get("backlog", 0))
+            topic.backlog_offset = min(int(item.get("backlog", 0)), topic.end_offset)
             for ch in item.get("channels") or []:
                 pending = {int(o): int(a) for o, a in (ch.get("pending") or {}).items()}
-                channel = Channel(topic, ch["name"], int(ch.get("next", 0)), pending)
+                cursor, pending = _within_log(topic, ch["name"], int(ch.get("next", 0)), pending)
+                channel = Channel(topic, ch["name"], cursor, pending)
                 channel.paused = bool(ch.get("paused"))
                 topic.channels[channel.name] = channel
         known = {t.store_topic for t in self.topics.values()}
@@ -357,6 +358,27 @@ class Nsqd:
             "topology_zone": "",
             "topology_region": "",
         }
+
+
+def _within_log(
+    topic: Topic, channel: str, cursor: int, pending: dict[int, int]
+) -> tuple[int, dict[int, int]]:
+    """A saved cursor past the log's end: with async flush, power loss can take the log's unflushed tail
+    after the cursor over it was saved. The log goes on from its recovered end, so the cursor must too,
+    or the channel would skip every message written there until the log grew past the old cursor."""
+    end = topic.end_offset
+    if cursor <= end:
+        return cursor, pending
+    log.warning(
+        "nsqd: channel %s/%s was saved at offset %d but the log ends at %d (its tail was lost, as async "
+        "flush allows on power loss): it goes on from %d",
+        topic.name,
+        channel,
+        cursor,
+        end,
+        end,
+    )
+    return end, {offset: attempts for offset, attempts in pending.items() if offset < end}
 
 
 def _ssl_context(config: NsqdConfig) -> ssl.SSLContext | None:
