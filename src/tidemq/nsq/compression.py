@@ -27,7 +27,7 @@ class StreamCompression(Protocol):
 
     def compress(self, data: bytes | bytearray | memoryview) -> bytes: ...
 
-    def decompress(self, data: bytes) -> bytes: ...
+    def decompress(self, data: bytes | memoryview) -> bytes: ...
 
 
 class Deflate:
@@ -51,7 +51,7 @@ class Deflate:
             return b""
         return self._compressor.compress(data) + self._compressor.flush(zlib.Z_SYNC_FLUSH)
 
-    def decompress(self, data: bytes) -> bytes:
+    def decompress(self, data: bytes | memoryview) -> bytes:
         decompressor = self._decompressor
         if decompressor.eof:
             if data:
@@ -138,7 +138,7 @@ class Snappy:
 
     # -- reading --------------------------------------------------------------------------------------
 
-    def decompress(self, data: bytes) -> bytes:
+    def decompress(self, data: bytes | memoryview) -> bytes:
         if self._skip:
             skipped = min(self._skip, len(data))
             self._skip -= skipped
@@ -156,7 +156,7 @@ class Snappy:
         del buffer[:used]
         return out
 
-    def _decode(self, data: bytes | bytearray) -> tuple[bytes, int]:
+    def _decode(self, data: bytes | bytearray | memoryview) -> tuple[bytes, int]:
         """Decode every complete chunk in ``data``; return the output and how many bytes were used."""
         out: list[bytes] = []
         pos = 0

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 import orjson
 
-from tidemq.aio import Bytes, OutputBuffer
+from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
 from tidemq.nsq import identify
 from tidemq.nsq.auth import AuthError, AuthState
 from tidemq.nsq.channel import Channel
@@ -48,7 +48,7 @@ class State(enum.IntEnum):
     CLOSING = 4
 
 
-class NsqConnection(asyncio.Protocol):
+class NsqConnection(BufferedReceiver):
     def __init__(self, nsqd: Nsqd) -> None:
         cfg = nsqd.config
         self.nsqd = nsqd
@@ -84,7 +84,7 @@ class NsqConnection(asyncio.Protocol):
         self._identified = False
         self._closed = False
 
-    # --- asyncio.Protocol -----------------------------------------------------------------------------
+    # --- asyncio.BufferedProtocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
@@ -94,11 +94,12 @@ class NsqConnection(asyncio.Protocol):
         self.nsqd.connections.add(self)
         self._heartbeat = asyncio.ensure_future(self._heartbeats())
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: memoryview) -> None:
         self.last_read = time.monotonic()
+        chunk: bytes | memoryview = data
         if self.compression is not None:
             try:
-                data = self.compression.decompress(data)
+                chunk = self.compression.decompress(data)
             except CompressionError as exc:
                 log.info(
                     "client %s sent a corrupt %s stream (%s); closing",
@@ -108,7 +109,7 @@ class NsqConnection(asyncio.Protocol):
                 )
                 self.close()
                 return
-        self._commands.extend(self.parser.feed(data))
+        self._commands.extend(self.parser.feed(chunk))
         if self._worker is None or self._worker.done():
             if not self._run_inline():
                 self._worker = asyncio.ensure_future(self._work())

@@ -308,7 +308,7 @@ class CommandParser:
         self.max_msg_size = max_msg_size
         self.broken = False
 
-    def feed(self, data: bytes) -> Iterator[Command | FinRun | NSQError]:
+    def feed(self, data: bytes | memoryview) -> Iterator[Command | FinRun | NSQError]:
         if self.broken:
             return
         buf = self._buf

@@ -222,18 +222,40 @@ class FrameDecoder:
         return len(self._buf) - self._pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand | HeaderError]:
+        """The commands ``data`` completes. Frames that arrive whole are decoded straight from ``data``
+        (a connection's receive buffer, reused by the next read), so only a frame cut by the end of a
+        read is copied here to wait for its rest."""
         buf = self._buf
+        if not buf:
+            view = data if isinstance(data, memoryview) else memoryview(data)
+            out, pos = self._frames(view, 0)
+            if pos < len(view):
+                buf += view[pos:]
+                self._pos = 0
+            return out
         buf += data
+        with memoryview(buf) as view:
+            out, pos = self._frames(view, self._pos)
+        if pos == len(buf):
+            buf.clear()
+            pos = 0
+        elif pos > 65536:
+            del buf[:pos]
+            pos = 0
+        self._pos = pos
+        return out
+
+    def _frames(self, view: memoryview, pos: int) -> tuple[list[RemotingCommand | HeaderError], int]:
+        """The whole frames in ``view`` from ``pos``, and where the first incomplete one starts."""
         out: list[RemotingCommand | HeaderError] = []
-        pos = self._pos
-        end = len(buf)
+        end = len(view)
         while end - pos >= 4:
-            (length,) = _INT.unpack_from(buf, pos)
+            (length,) = _INT.unpack_from(view, pos)
             if length < 4 or length > self.max_frame:
                 raise FrameError(f"frame length {length} outside 4..{self.max_frame}")
             if end - pos - 4 < length:
                 break
-            (word,) = _INT.unpack_from(buf, pos + 4)
+            (word,) = _INT.unpack_from(view, pos + 4)
             stype = (word >> 24) & 0xFF
             hdr_len = word & 0xFFFFFF
             if hdr_len > length - 4:
@@ -242,19 +264,12 @@ class FrameDecoder:
             body_start = hdr_start + hdr_len
             frame_end = pos + 4 + length
             try:
-                cmd = decode_header(stype, bytes(buf[hdr_start:body_start]))
+                cmd = decode_header(stype, bytes(view[hdr_start:body_start]))
             except HeaderError as exc:
                 out.append(exc)
             else:
                 if frame_end > body_start:
-                    cmd.body = bytes(buf[body_start:frame_end])
+                    cmd.body = bytes(view[body_start:frame_end])
                 out.append(cmd)
             pos = frame_end
-        if pos == end:
-            buf.clear()
-            pos = 0
-        elif pos > 65536:
-            del buf[:pos]
-            pos = 0
-        self._pos = pos
-        return out
+        return out, pos

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from tidemq.aio import Bytes, OutputBuffer, TaskSet, cancel_and_wait
+from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer, TaskSet, cancel_and_wait
 from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, FrameError, HeaderError, encode_parts
@@ -67,7 +67,7 @@ class RequestDispatcher:
         return processor(conn, request)
 
 
-class RemotingConnection(asyncio.Protocol):
+class RemotingConnection(BufferedReceiver):
     """One remoting connection; see the module docstring."""
 
     def __init__(
@@ -95,7 +95,7 @@ class RemotingConnection(asyncio.Protocol):
         #: Free slot for the layer above (client registry, broker info) to hang its own state on.
         self.attrs: dict[str, Any] = {}
 
-    # --- asyncio.Protocol ---------------------------------------------------------------------------
+    # --- asyncio.BufferedProtocol -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
@@ -106,7 +106,7 @@ class RemotingConnection(asyncio.Protocol):
         if local:
             self.local = (local[0], local[1])
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: memoryview) -> None:
         self.last_activity = time.monotonic()
         try:
             commands = self._decoder.feed(data)

@@ -22,7 +22,7 @@ from collections import deque
 from typing import Protocol, cast
 
 from tidemq.address import split_host_port
-from tidemq.aio import Bytes, OutputBuffer
+from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
 from tidemq.nsq.client.config import Config
 from tidemq.nsq.client.errors import AuthError, NotConnectedError, NSQClientError, ProtocolError
 from tidemq.nsq.client.message import Message as ClientMessage
@@ -70,7 +70,7 @@ class ConsumerDelegate(ConnDelegate, MessageDelegate, Protocol):
     def on_messages(self, conn: NsqdConn, messages: list[ClientMessage]) -> None: ...
 
 
-class NsqdConn(asyncio.Protocol):
+class NsqdConn(BufferedReceiver):
     """A connection to one nsqd. The RDY bookkeeping fields belong to the consumer that owns it.
 
     With ``consumer`` set, each read's message frames reach ``consumer.on_messages`` as client messages.
@@ -270,12 +270,12 @@ class NsqdConn(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    # --- asyncio.Protocol -----------------------------------------------------------------------------
+    # --- asyncio.BufferedProtocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's does not subclass it
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: memoryview) -> None:
         if self._closed:
             return
         if not self._live:
@@ -322,7 +322,7 @@ class NsqdConn(asyncio.Protocol):
         if self._lost and not self._closed:
             self._drop(None)
 
-    def _receive(self, data: bytes) -> None:
+    def _receive(self, data: bytes | memoryview) -> None:
         if self._compression is not None:
             data = self._compression.decompress(data)
         consumer = self._consumer
@@ -347,7 +347,7 @@ class NsqdConn(asyncio.Protocol):
             return
         self._watchdog = self._loop.call_at(deadline, self._check_read)
 
-    def _take_messages(self, chunk: bytes, consumer: ConsumerDelegate) -> None:
+    def _take_messages(self, chunk: bytes | memoryview, consumer: ConsumerDelegate) -> None:
         """One read for a consumer: its messages in batches, other frames in their place between them."""
         messages, others = self._parser.feed_messages(chunk, ClientMessage, self, consumer)
         if not others:

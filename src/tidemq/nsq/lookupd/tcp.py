@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from tidemq.address import join_host_port
+from tidemq.aio import BufferedReceiver
 from tidemq.nsq.lookupd.registry import PeerInfo
 from tidemq.nsq.protocol import MAGIC_V1, MAX_LINE, OK, Command, CommandParser, NSQError, valid_name
 
@@ -56,7 +57,7 @@ class LookupParser(CommandParser):
         super().__init__(precheck=self._identify_once)
         self.identified = False
 
-    def feed(self, data: bytes) -> Iterator[LookupCommand | NSQError]:  # type: ignore[override]
+    def feed(self, data: bytes | memoryview) -> Iterator[LookupCommand | NSQError]:  # type: ignore[override]
         for item in super().feed(data):
             if isinstance(item, NSQError):
                 yield item
@@ -117,7 +118,7 @@ def _peer_from_identify(body: bytes, peer_id: str) -> PeerInfo:
     return PeerInfo(id=peer_id, remote_address=peer_id, **fields)
 
 
-class LookupConnection(asyncio.Protocol):
+class LookupConnection(BufferedReceiver):
     """One nsqd's connection: commands run synchronously as they are parsed (none of them waits)."""
 
     def __init__(self, lookupd: Nsqlookupd) -> None:
@@ -134,7 +135,7 @@ class LookupConnection(asyncio.Protocol):
         self.lookupd.connections.add(self)
         log.debug("lookupd: new client %s", self.remote)
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: memoryview) -> None:
         for item in self.parser.feed(data):
             try:
                 if isinstance(item, NSQError):
