@@ -97,15 +97,29 @@ async def round_trip(addr: str, topic: str, **options: Any) -> list[dict[str, An
 def test_upgraded_sessions_end_to_end(
     nsqd: ServerProcess, client_tls: ssl.SSLContext, options: dict[str, Any]
 ) -> None:
-    async def scenario() -> None:
-        extra = {"tls_config": client_tls} if options.get("tls_v1") else {}
-        answers = await round_trip(nsqd.nsqd, "up_" + "_".join(sorted(options)), **options, **extra)
-        assert len(answers) == 2
-        for answer in answers:
-            for key in ("tls_v1", "deflate", "snappy"):
-                assert answer[key] is bool(options.get(key)), (key, answer)
+    run(_upgraded_round_trip(nsqd, client_tls, options, "up_"))
 
-    run(scenario())
+
+@pytest.mark.parametrize(
+    "options", [{"tls_v1": True}, {"tls_v1": True, "snappy": True}], ids=["tls", "tls+snappy"]
+)
+def test_tls_sessions_on_uvloop(
+    nsqd: ServerProcess, client_tls: ssl.SSLContext, options: dict[str, Any]
+) -> None:
+    """The TLS upgrade swaps the transport under a connection mid-stream: on uvloop's too."""
+    uvloop = pytest.importorskip("uvloop")
+    uvloop.run(_upgraded_round_trip(nsqd, client_tls, options, "uv_"))
+
+
+async def _upgraded_round_trip(
+    nsqd: ServerProcess, client_tls: ssl.SSLContext, options: dict[str, Any], prefix: str
+) -> None:
+    extra = {"tls_config": client_tls} if options.get("tls_v1") else {}
+    answers = await round_trip(nsqd.nsqd, prefix + "_".join(sorted(options)), **options, **extra)
+    assert len(answers) == 2
+    for answer in answers:
+        for key in ("tls_v1", "deflate", "snappy"):
+            assert answer[key] is bool(options.get(key)), (key, answer)
 
 
 def test_tls_with_an_untrusted_certificate_fails_cleanly(nsqd: ServerProcess) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.nsq_support import RawNsq
+from tests.nsq_support import RawNsq, wait_until
 from tests.support import ServerProcess, free_port, hold_fsync, run
+from tidemq.nsq.channel import DEADLINE_SLACK
 from tidemq.nsq.config import NsqdConfig
 from tidemq.nsq.nsqd import Nsqd
 from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command, encode_mpub
@@ -300,3 +301,42 @@ def test_a_channel_saved_past_a_lost_log_tail_goes_on_from_the_log_end(tmp_path:
     finally:
         assert srv.stop() == 0
     assert "was saved at offset 5 but the log ends at 0" in srv.log_path.read_text()
+
+
+def test_finished_messages_do_not_pile_up_in_the_deadline_heap(tmp_path: Path) -> None:
+    """A FIN leaves the message's timeout deadline in the channel's heap; those leftovers are pruned as
+    they accumulate (left to expire, a drain's came due in one burst a minute later and stalled nsqd),
+    while the deadline of a message still in flight survives the pruning and times it out."""
+
+    async def scenario() -> None:
+        store = MessageStore(StoreConfig(tmp_path))
+        await store.start()
+        nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
+        await nsqd.start()
+        addr = f"127.0.0.1:{nsqd.tcp_port}"
+        pub = await RawNsq.open(addr)
+        sub = await RawNsq.open(addr)
+        try:
+            await sub.identify(msg_timeout=1000)
+            await sub.sub("drain", "ch", rdy=100)
+            assert await pub.mpub("drain", [b"m%d" % i for i in range(3000)]) == b"OK"
+            kept = None
+            for _ in range(3000):
+                m = await sub.message()
+                if m.body == b"m0":
+                    kept = m
+                else:
+                    sub.send("FIN", m.id)
+            assert kept is not None
+            channel = nsqd.topics["drain"].channels["ch"]
+            await wait_until(lambda: len(channel.in_flight) == 1, what="every FIN but one handled")
+            assert len(channel._deadlines) <= 2 + DEADLINE_SLACK < 3000
+            again = await sub.message(timeout=10)
+            assert (again.body, again.attempts) == (b"m0", 2)
+        finally:
+            sub.close()
+            pub.close()
+            await nsqd.close()
+            await store.close()
+
+    run(scenario())
