@@ -200,45 +200,55 @@ def run_broker(broker: Broker, variants: list[Variant], ctx: Context, rep: int) 
 # --- driver ------------------------------------------------------------------------------------------
 
 
-def run_system(
-    broker: Broker, args: argparse.Namespace, limits: Limits, log_dir: Path
-) -> tuple[list[Row], bool]:
-    """Start one broker, run its workloads ``--repeat`` times, stop it: the median rows, and whether the
-    peak RSS could be reset before every workload."""
-    variants = [v for v in plan_for(broker.system) if v.workload in args.workloads]
-    ctx = Context(broker, limits, log_dir)
-    runs: list[list[Row]] = []
+def run_rep(broker: Broker, variants: list[Variant], ctx: Context, rep: int) -> list[Row]:
+    """Start the broker (on its data of earlier runs), run every workload once, stop it."""
     started = time.monotonic()
     try:
         broker.start()
-        log(f"{broker.label}: started in {time.monotonic() - started:.1f} s, pids {broker.roots()}")
-        for rep in range(args.repeat):
-            runs.append(run_broker(broker, variants, ctx, rep))
-    except Exception as exc:
-        log(f"{broker.label}: FAILED: {describe(exc)}")
-        error = describe(exc)[:300]
-        runs = [[Row(broker.label, broker.system, broker.durability, v.workload, v.label, error=error)
-                 for v in variants]]  # fmt: skip
+        took = time.monotonic() - started
+        log(f"{broker.label} (run {rep + 1}): started in {took:.1f} s, pids {broker.roots()}")
+        return run_broker(broker, variants, ctx, rep)
     finally:
         broker.stop()
-    return (median_rows(runs) if runs and runs[0] else []), ctx.rss_reset
 
 
 def bench(args: argparse.Namespace, limits: Limits) -> tuple[list[Row], list[str], bool]:
-    rows: list[Row] = []
-    settings: list[str] = []
-    rss_reset = True
+    """The systems' runs in turn: run 1 of each, then run 2 of each, and so on. The machine's speed drifts
+    over minutes; measured one after the other, each system had a stretch of time of its own, and the drift
+    went into the ratios between them."""
     todo = brokers(args.systems)
+    settings = [broker.settings() for broker in todo]
+    plans = {
+        broker.label: [v for v in plan_for(broker.system) if v.workload in args.workloads] for broker in todo
+    }
+    runs: dict[str, list[list[Row]]] = {broker.label: [] for broker in todo}
+    failures: dict[str, str] = {}
+    rows: list[Row] = []
     try:
         with tempfile.TemporaryDirectory(prefix="peers-clients-") as tmp:
-            for broker in todo:
-                settings.append(broker.settings())
-                got, reset = run_system(broker, args, limits, Path(tmp))
-                rows += got
-                rss_reset = rss_reset and reset
+            contexts = {broker.label: Context(broker, limits, Path(tmp)) for broker in todo}
+            for rep in range(args.repeat):
+                for broker in todo:
+                    if broker.label in failures:
+                        continue
+                    try:
+                        runs[broker.label].append(
+                            run_rep(broker, plans[broker.label], contexts[broker.label], rep)
+                        )
+                    except Exception as exc:
+                        log(f"{broker.label}: FAILED: {describe(exc)}")
+                        failures[broker.label] = describe(exc)[:300]
+            rss_reset = all(ctx.rss_reset for ctx in contexts.values())
     finally:
         for broker in todo:
             broker.cleanup()
+    for broker in todo:
+        if broker.label in failures:
+            error = failures[broker.label]
+            rows += [Row(broker.label, broker.system, broker.durability, v.workload, v.label, error=error)
+                     for v in plans[broker.label]]  # fmt: skip
+        elif runs[broker.label] and runs[broker.label][0]:
+            rows += median_rows(runs[broker.label])
     return rows, settings, rss_reset
 
 
