@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import zlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
@@ -20,12 +22,31 @@ from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_c
 from tidemq.store import FlushMode, MessageStore, StoreConfig
 
 
-async def _publisher_and_subscriber(addr: str, topic: str, *, rdy: int) -> tuple[RawNsq, RawNsq]:
-    """A connection to publish on, and one subscribed to ``topic``'s channel "ch" with ``rdy`` credit."""
+async def _publisher_and_subscriber(
+    addr: str, topic: str, *, rdy: int, **identify: object
+) -> tuple[RawNsq, RawNsq]:
+    """A connection to publish on, and one subscribed to ``topic``'s channel "ch" with ``rdy`` credit
+    (after an IDENTIFY with ``identify``, when given)."""
     pub = await RawNsq.open(addr)
     sub = await RawNsq.open(addr)
+    if identify:
+        await sub.identify(**identify)
     await sub.sub(topic, "ch", rdy=rdy)
     return pub, sub
+
+
+@contextlib.asynccontextmanager
+async def _nsqd_in_process(data_dir: Path, flush_mode: FlushMode = FlushMode.ASYNC) -> AsyncIterator[Nsqd]:
+    """nsqd and its store in this process (on a free port), for tests that reach into its state."""
+    store = MessageStore(StoreConfig(data_dir, flush_mode=flush_mode))
+    await store.start()
+    nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
+    await nsqd.start()
+    try:
+        yield nsqd
+    finally:
+        await nsqd.close()
+        await store.close()
 
 
 def test_sigkill_then_restart_delivers_every_acknowledged_pub(tmp_path: Path) -> None:
@@ -239,27 +260,22 @@ def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
     consumers) at once, not after that fsync; both are still answered in order once they are durable."""
 
     async def scenario() -> None:
-        store = MessageStore(StoreConfig(tmp_path, flush_mode=FlushMode.SYNC))
-        await store.start()
-        nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
-        await nsqd.start()
-        pub, sub = await _publisher_and_subscriber(f"127.0.0.1:{nsqd.tcp_port}", "held", rdy=10)
-        release = threading.Event()
-        try:
-            inside, release = hold_fsync(monkeypatch)
-            pub.send("PUB", "held", body=b"first")
-            assert await asyncio.to_thread(inside.wait, 10)  # the first one's fsync is under way
-            pub.send("PUB", "held", body=b"second")
-            assert [(await sub.message()).body for _ in range(2)] == [b"first", b"second"]
-            release.set()
-            assert [await pub.response() for _ in range(2)] == [b"OK", b"OK"]
-        finally:
-            release.set()
-            monkeypatch.undo()
-            sub.close()
-            pub.close()
-            await nsqd.close()
-            await store.close()
+        async with _nsqd_in_process(tmp_path, FlushMode.SYNC) as nsqd:
+            pub, sub = await _publisher_and_subscriber(f"127.0.0.1:{nsqd.tcp_port}", "held", rdy=10)
+            release = threading.Event()
+            try:
+                inside, release = hold_fsync(monkeypatch)
+                pub.send("PUB", "held", body=b"first")
+                assert await asyncio.to_thread(inside.wait, 10)  # the first one's fsync is under way
+                pub.send("PUB", "held", body=b"second")
+                assert [(await sub.message()).body for _ in range(2)] == [b"first", b"second"]
+                release.set()
+                assert [await pub.response() for _ in range(2)] == [b"OK", b"OK"]
+            finally:
+                release.set()
+                monkeypatch.undo()
+                sub.close()
+                pub.close()
 
     run(scenario())
 
@@ -309,34 +325,26 @@ def test_finished_messages_do_not_pile_up_in_the_deadline_heap(tmp_path: Path) -
     while the deadline of a message still in flight survives the pruning and times it out."""
 
     async def scenario() -> None:
-        store = MessageStore(StoreConfig(tmp_path))
-        await store.start()
-        nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
-        await nsqd.start()
-        addr = f"127.0.0.1:{nsqd.tcp_port}"
-        pub = await RawNsq.open(addr)
-        sub = await RawNsq.open(addr)
-        try:
-            await sub.identify(msg_timeout=1000)
-            await sub.sub("drain", "ch", rdy=100)
-            assert await pub.mpub("drain", [b"m%d" % i for i in range(3000)]) == b"OK"
-            kept = None
-            for _ in range(3000):
-                m = await sub.message()
-                if m.body == b"m0":
-                    kept = m
-                else:
-                    sub.send("FIN", m.id)
-            assert kept is not None
-            channel = nsqd.topics["drain"].channels["ch"]
-            await wait_until(lambda: len(channel.in_flight) == 1, what="every FIN but one handled")
-            assert len(channel._deadlines) <= 2 + DEADLINE_SLACK < 3000
-            again = await sub.message(timeout=10)
-            assert (again.body, again.attempts) == (b"m0", 2)
-        finally:
-            sub.close()
-            pub.close()
-            await nsqd.close()
-            await store.close()
+        async with _nsqd_in_process(tmp_path) as nsqd:
+            addr = f"127.0.0.1:{nsqd.tcp_port}"
+            pub, sub = await _publisher_and_subscriber(addr, "drain", rdy=100, msg_timeout=1000)
+            try:
+                assert await pub.mpub("drain", [b"m%d" % i for i in range(3000)]) == b"OK"
+                kept = None
+                for _ in range(3000):
+                    m = await sub.message()
+                    if m.body == b"m0":
+                        kept = m
+                    else:
+                        sub.send("FIN", m.id)
+                assert kept is not None
+                channel = nsqd.topics["drain"].channels["ch"]
+                await wait_until(lambda: len(channel.in_flight) == 1, what="every FIN but one handled")
+                assert len(channel._deadlines) <= 2 + DEADLINE_SLACK < 3000
+                again = await sub.message(timeout=10)
+                assert (again.body, again.attempts) == (b"m0", 2)
+            finally:
+                sub.close()
+                pub.close()
 
     run(scenario())

@@ -77,10 +77,13 @@ class Nsqd:
         for item in data.get("topics") or []:
             topic = self._new_topic(item["name"])
             topic.paused = bool(item.get("paused"))
-            topic.backlog_offset = min(int(item.get("backlog", 0)), topic.end_offset)
+            end = topic.end_offset
+            topic.backlog_offset = min(int(item.get("backlog", 0)), end)
             for ch in item.get("channels") or []:
                 pending = {int(o): int(a) for o, a in (ch.get("pending") or {}).items()}
-                cursor, pending = _within_log(topic, ch["name"], int(ch.get("next", 0)), pending)
+                cursor, pending = _within_log(
+                    f"{topic.name}/{ch['name']}", int(ch.get("next", 0)), pending, end
+                )
                 channel = Channel(topic, ch["name"], cursor, pending)
                 channel.paused = bool(ch.get("paused"))
                 topic.channels[channel.name] = channel
@@ -360,19 +363,15 @@ class Nsqd:
         }
 
 
-def _within_log(
-    topic: Topic, channel: str, cursor: int, pending: dict[int, int]
-) -> tuple[int, dict[int, int]]:
+def _within_log(channel: str, cursor: int, pending: dict[int, int], end: int) -> tuple[int, dict[int, int]]:
     """A saved cursor past the log's end: with async flush, power loss can take the log's unflushed tail
     after the cursor over it was saved. The log goes on from its recovered end, so the cursor must too,
     or the channel would skip every message written there until the log grew past the old cursor."""
-    end = topic.end_offset
     if cursor <= end:
         return cursor, pending
     log.warning(
-        "nsqd: channel %s/%s was saved at offset %d but the log ends at %d (its tail was lost, as async "
-        "flush allows on power loss): it goes on from %d",
-        topic.name,
+        "nsqd: channel %s was saved at offset %d but the log ends at %d (its tail was lost, as async flush "
+        "allows on power loss): it goes on from %d",
         channel,
         cursor,
         end,

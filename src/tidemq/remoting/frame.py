@@ -230,8 +230,7 @@ class FrameDecoder:
             view = data if isinstance(data, memoryview) else memoryview(data)
             out, pos = self._frames(view, 0)
             if pos < len(view):
-                buf += view[pos:]
-                self._pos = 0
+                buf += view[pos:]  # ``_pos`` is already 0 while the buffer is empty
             return out
         buf += data
         with memoryview(buf) as view:
