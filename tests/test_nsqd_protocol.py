@@ -98,6 +98,34 @@ def test_req_delay_timeout_redelivery_and_touch(nsq_server: ServerProcess) -> No
     run(scenario())
 
 
+def test_touch_keeps_one_message_of_a_write_in_flight_while_the_rest_time_out(
+    nsq_server: ServerProcess,
+) -> None:
+    """Messages sent in one write share their timeout until a TOUCH gives one a deadline of its own."""
+
+    async def scenario() -> None:
+        pub = await RawNsq.open(nsq_server.nsqd)
+        sub = await RawNsq.open(nsq_server.nsqd)
+        await sub.sub("shared", "ch", rdy=3)
+        await pub.mpub("shared", [b"a", b"b", b"c"])
+        first = [await sub.message() for _ in range(3)]
+        touched = next(m for m in first if m.body == b"b")
+        for _ in range(4):  # past the 1 s timeout of the other two, which a shared deadline would stretch
+            await asyncio.sleep(0.35)
+            sub.send("TOUCH", touched.id)
+        again = sorted([await sub.message(timeout=0.3), await sub.message(timeout=0.3)], key=lambda m: m.body)
+        assert [(m.body, m.attempts) for m in again] == [(b"a", 2), (b"c", 2)]
+        sub.send("FIN", touched.id)
+        for m in again:
+            sub.send("FIN", m.id)
+        with pytest.raises(TimeoutError):
+            await sub.message(timeout=1.5)  # the touched one was finished, not redelivered
+        pub.close()
+        sub.close()
+
+    run(scenario())
+
+
 def test_dpub_defers_delivery(nsq_server: ServerProcess) -> None:
     async def scenario() -> None:
         pub = await RawNsq.open(nsq_server.nsqd)

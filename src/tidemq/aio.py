@@ -101,7 +101,7 @@ class OutputBuffer:
             self._scheduled = True
             self._loop.call_soon(self.flush)
 
-    def write_parts(self, parts: list[Bytes]) -> None:
+    def write_parts(self, parts: Iterable[Bytes]) -> None:
         self._parts += parts
         if not self._scheduled:
             self._scheduled = True

@@ -9,6 +9,7 @@ attempts) is enough to redeliver exactly the unfinished messages after a crash.
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import random
 import time
@@ -63,11 +64,18 @@ _Stored = tuple[int, int, bytes, int]
 
 
 @dataclass(slots=True, eq=False)
-class InFlight:
-    offset: int
+class Delivery:
+    """What the messages of one write to a client share while in flight: the owner, when they went out
+    and their timeout deadline (a TOUCH gives a message a delivery of its own). One per write rather than
+    per message: a message in flight costs a tuple and a dict entry, and the write one heap entry."""
+
     client: Subscriber
     delivered_at: float
     deadline: float
+
+
+#: A message in flight, under its id: (log offset, delivery).
+InFlight = tuple[int, Delivery]
 
 
 @dataclass(slots=True)
@@ -92,7 +100,11 @@ class Channel:
         self.read_ahead: deque[_Stored] = deque()
         self.deferred: list[tuple[int, int]] = []  # (due ms, offset)
         self.in_flight: dict[bytes, InFlight] = {}
-        self._deadlines: list[tuple[float, bytes]] = []
+        #: (deadline, tiebreak, ids, delivery): the ids whose entry in ``in_flight`` still has that
+        #: delivery time out then; the others were finished, requeued or touched since.
+        self._deadlines: list[tuple[float, int, list[bytes], Delivery]] = []
+        self._deadline_ids = 0  # ids in the heap, live or not
+        self._tiebreak = itertools.count()
         self.stats = ChannelStats()
         self.deleted = False
         #: Offset ranges [start, end) an ephemeral channel dropped because it was full.
@@ -142,16 +154,14 @@ class Channel:
 
     def _deliver(self, client: Subscriber, count: int) -> int:
         """Send ``client`` up to ``count`` waiting messages, as one write; returns how many it got."""
-        attempts, in_flight, deadlines = self.attempts, self.in_flight, self._deadlines
-        read_ahead = self.read_ahead
+        attempts, in_flight, read_ahead = self.attempts, self.in_flight, self.read_ahead
         sample_rate = client.sample_rate
         now = time.monotonic()
-        deadline = now + client.msg_timeout_ms / 1000
+        delivery = Delivery(client, now, now + client.msg_timeout_ms / 1000)
         batch: list[tuple[int, int, bytes, bytes]] = []
         append = batch.append
-        sent = 0
         try:
-            while sent < count:
+            while len(batch) < count:
                 if read_ahead and not self.requeued:
                     item = read_ahead.popleft()
                 else:
@@ -166,16 +176,15 @@ class Channel:
                 tries = attempts.get(offset, 0) + 1
                 attempts[offset] = tries
                 msg_id = b"%016x" % offset  # the id is the log offset
-                in_flight[msg_id] = InFlight(offset, client, now, deadline)
-                heapq.heappush(deadlines, (deadline, msg_id))
+                in_flight[msg_id] = (offset, delivery)
                 append((timestamp_ns, tries, msg_id, body))
-                sent += 1
         finally:  # a read that fails part way still sends what is already in flight
-            if sent:
+            if batch:
+                self._push_deadline(delivery, [msg_id for _, _, msg_id, _ in batch])
                 client.send_messages(batch)
-                client.in_flight += sent
-                self.stats.message_count += sent
-        return sent
+                client.in_flight += len(batch)
+                self.stats.message_count += len(batch)
+        return len(batch)
 
     def _ready_client(self) -> Subscriber | None:
         best: Subscriber | None = None
@@ -272,7 +281,7 @@ class Channel:
 
     def _owned(self, client: Subscriber, msg_id: bytes, verb: str) -> InFlight | str:
         entry = self.in_flight.get(msg_id)
-        if entry is None or entry.client is not client:
+        if entry is None or entry[1].client is not client:
             return _refusal(entry, msg_id, verb)
         return entry
 
@@ -283,11 +292,11 @@ class Channel:
         problems = []
         for msg_id in msg_ids:
             entry = in_flight.get(msg_id)
-            if entry is None or entry.client is not client:
+            if entry is None or entry[1].client is not client:
                 problems.append(_refusal(entry, msg_id, "FIN"))
                 continue
             del in_flight[msg_id]
-            attempts.pop(entry.offset, None)
+            attempts.pop(entry[0], None)
         client.in_flight -= len(msg_ids) - len(problems)
         self._prune_deadlines()
         return problems
@@ -301,49 +310,63 @@ class Channel:
         self.stats.requeue_count += 1
         self._prune_deadlines()
         if delay_ms > 0:
-            heapq.heappush(self.deferred, (now_ms() + delay_ms, entry.offset))
+            heapq.heappush(self.deferred, (now_ms() + delay_ms, entry[0]))
         else:
-            self.requeued.append(entry.offset)
+            self.requeued.append(entry[0])
         return None
 
     def touch(self, client: Subscriber, msg_id: bytes, max_msg_timeout_ms: int) -> str | None:
         entry = self._owned(client, msg_id, "TOUCH")
         if isinstance(entry, str):
             return entry
-        now = time.monotonic()
-        entry.deadline = min(
-            now + client.msg_timeout_ms / 1000, entry.delivered_at + max_msg_timeout_ms / 1000
+        offset, delivery = entry
+        deadline = min(
+            time.monotonic() + client.msg_timeout_ms / 1000, delivery.delivered_at + max_msg_timeout_ms / 1000
         )
-        heapq.heappush(self._deadlines, (entry.deadline, msg_id))
+        touched = Delivery(client, delivery.delivered_at, deadline)
+        self.in_flight[msg_id] = (offset, touched)
+        self._push_deadline(touched, [msg_id])
         return None
 
     # --- timers --------------------------------------------------------------------------------------
 
+    def _push_deadline(self, delivery: Delivery, msg_ids: list[bytes]) -> None:
+        heapq.heappush(self._deadlines, (delivery.deadline, next(self._tiebreak), msg_ids, delivery))
+        self._deadline_ids += len(msg_ids)
+
     def _prune_deadlines(self) -> None:
-        """A finished or requeued message leaves its deadline in the heap (taking it out of the middle
-        would cost a heap walk); once such leftovers outnumber the live deadlines, the heap is rebuilt
-        from what is in flight. Left to expire, the deadlines of a fast drain came due together a message
-        timeout later, and one timer scan popped ~15k of them: a 10-15 ms stall for every client."""
-        deadlines, in_flight = self._deadlines, self.in_flight
-        if len(deadlines) > 2 * len(in_flight) + DEADLINE_SLACK:
-            deadlines[:] = [(entry.deadline, msg_id) for msg_id, entry in in_flight.items()]
-            heapq.heapify(deadlines)
+        """A finished or requeued message leaves its id in the heap (taking it out of the middle would
+        cost a heap walk); once such leftovers outnumber the live ids, the heap is rebuilt from what is in
+        flight. Left to expire, the deadlines of a fast drain came due together a message timeout later,
+        and one timer scan went through ~15k of them: a 10-15 ms stall for every client."""
+        in_flight = self.in_flight
+        if self._deadline_ids <= 2 * len(in_flight) + DEADLINE_SLACK:
+            return
+        by_delivery: dict[int, tuple[Delivery, list[bytes]]] = {}
+        for msg_id, (_, delivery) in in_flight.items():
+            by_delivery.setdefault(id(delivery), (delivery, []))[1].append(msg_id)
+        self._deadlines = [(d.deadline, next(self._tiebreak), ids, d) for d, ids in by_delivery.values()]
+        heapq.heapify(self._deadlines)
+        self._deadline_ids = len(in_flight)
 
     def process_timers(self) -> None:
         """Requeue timed-out in-flight messages and release due deferred ones."""
         moved = False
         now = time.monotonic()
-        while self._deadlines and self._deadlines[0][0] <= now:
-            deadline, msg_id = heapq.heappop(self._deadlines)
-            entry = self.in_flight.get(msg_id)
-            if entry is None or entry.deadline != deadline:
-                continue  # finished, requeued or touched since
-            del self.in_flight[msg_id]
-            if entry.client in self.clients:
-                entry.client.in_flight -= 1
-            self.requeued.append(entry.offset)
-            self.stats.timeout_count += 1
-            moved = True
+        in_flight, deadlines = self.in_flight, self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, _, msg_ids, delivery = heapq.heappop(deadlines)
+            self._deadline_ids -= len(msg_ids)
+            for msg_id in msg_ids:
+                entry = in_flight.get(msg_id)
+                if entry is None or entry[1] is not delivery:
+                    continue  # finished, requeued or touched since
+                del in_flight[msg_id]
+                if delivery.client in self.clients:
+                    delivery.client.in_flight -= 1
+                self.requeued.append(entry[0])
+                self.stats.timeout_count += 1
+                moved = True
         wall = now_ms()
         while self.deferred and self.deferred[0][0] <= wall:
             _, offset = heapq.heappop(self.deferred)
@@ -368,11 +391,12 @@ class Channel:
         self.read_ahead.clear()
         self.requeued.clear()
         self.deferred.clear()
-        for entry in self.in_flight.values():
-            if entry.client in self.clients:
-                entry.client.in_flight = 0
+        for _, delivery in self.in_flight.values():
+            if delivery.client in self.clients:
+                delivery.client.in_flight = 0
         self.in_flight.clear()
         self._deadlines.clear()
+        self._deadline_ids = 0
         self.attempts.clear()
 
     def drop_overflow(self, first_new: int, end: int, limit: int) -> None:

@@ -30,7 +30,7 @@ from tidemq.nsq.protocol import (
     NSQError,
     decode_mpub,
     encode_frame,
-    encode_message_head,
+    encode_messages,
     go_quote,
     parse_int,
     valid_name,
@@ -158,12 +158,7 @@ class NsqConnection(BufferedReceiver):
 
     def send_messages(self, messages: list[tuple[int, int, bytes, bytes]]) -> None:
         self.stats["message_count"] += len(messages)
-        parts: list[Bytes] = []
-        append = parts.append
-        for timestamp_ns, attempts, msg_id, body in messages:
-            append(encode_message_head(timestamp_ns, attempts, msg_id, len(body)))
-            append(body)  # its own part: the output buffer's one join is its only copy
-        self._output.write_parts(parts)
+        self._output.write_parts(encode_messages(messages))
 
     def close(self) -> None:
         """Close after what is queued has been written (a fatal error frame must reach the client); from

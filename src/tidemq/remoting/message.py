@@ -329,6 +329,9 @@ class MessageExt:
 # The fixed part of a record with IPv4 born and store hosts, the layout nearly every record has.
 _V4_FIXED = struct.Struct(">iIiiiqqiq8sq8siqi")
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+#: The same, unpacking only total size, magic, queue offset, sys flag, store timestamp and body length.
+_BODY_FIELDS = struct.Struct(">iI12xq8xi16xq20xi")
+assert _BODY_FIELDS.size == _V4_FIXED.size
 
 
 def decode_record(
@@ -482,32 +485,38 @@ def record_bodies(buf: bytes | bytearray | memoryview) -> list[tuple[int, int, b
     """(queue offset, store timestamp, body, encoded properties) of every record, in one pass.
 
     For a reader that needs nothing else (nsqd's channels): no ``MessageExt`` and no properties dict per
-    record, about a third of ``decode_records``' cost. Records it would not decode inline go through
-    ``decode_record`` as there; unlike ``decode_records`` it leaves a plain record's topic and properties
-    undecoded, so it does not refuse ones that are not UTF-8.
+    record. It unpacks only the six fields it needs and checks a record inline, at half the cost of
+    calling ``_plain_properties_at``; what is not a plain record goes through ``decode_record`` as in
+    ``decode_records``, but a plain record's topic and properties stay undecoded, so it does not refuse
+    ones that are not UTF-8.
     """
     data = buf if isinstance(buf, bytes) else bytes(buf)
     out: list[tuple[int, int, bytes, bytes]] = []
     append = out.append
-    unpack, fixed_size = _V4_FIXED.unpack_from, _V4_FIXED.size
+    unpack, fixed_size = _BODY_FIELDS.unpack_from, _BODY_FIELDS.size
     pos, size = 0, len(data)
     while pos < size:
         try:
-            (total, magic, _crc, _queue, _flag, queue_offset, _phys, sys_flag, _born_ts,
-             _born, store_ts, _store, _reconsume, _prepared, body_len) = unpack(data, pos)  # fmt: skip
+            total, magic, queue_offset, sys_flag, store_ts, body_len = unpack(data, pos)
         except struct.error:
             total = magic = body_len = sys_flag = 0
-        props_at = _plain_properties_at(data, pos, total, magic, body_len, sys_flag & _HOSTS_V6)
-        if not props_at:
+        end = pos + total
+        body_at = pos + fixed_size
+        topic_at = body_at + body_len
+        if (
+            sys_flag & _HOSTS_V6
+            or magic != MAGIC_MESSAGE
+            or not body_at <= topic_at < end <= size
+            or not data[topic_at]
+            or (props_at := topic_at + 3 + data[topic_at]) > end
+            or int.from_bytes(data[props_at - 2 : props_at]) != end - props_at
+        ):
             msg = decode_record(data, pos, decompress=False)
             append(
                 (msg.queue_offset, msg.store_timestamp, msg.body, encode_properties(msg.properties).encode())
             )
             pos += msg.store_size
             continue
-        end = pos + total
-        append(
-            (queue_offset, store_ts, data[pos + fixed_size : pos + fixed_size + body_len], data[props_at:end])
-        )
+        append((queue_offset, store_ts, data[body_at:topic_at], data[props_at:end]))
         pos = end
     return out

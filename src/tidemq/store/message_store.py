@@ -7,10 +7,12 @@ to worker threads, so concurrent senders in sync mode share one fsync (group com
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import enum
 import errno
 import fcntl
+import itertools
 import logging
 import os
 import shutil
@@ -422,7 +424,11 @@ class MessageStore:
         entries = cq.entries(offset, limit if match is None else max(800, max_nums))
         if not entries:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, offset, lo, hi)
-        messages: list[bytes] = []
+        if match is None:
+            messages = self._slices(entries)
+            if messages:
+                return GetResult(GetStatus.FOUND, offset + len(messages), lo, hi, messages)
+        messages = []
         size_taken = 0
         scanned = 0
         removed = False
@@ -447,6 +453,21 @@ class MessageStore:
             return GetResult(GetStatus.FOUND, next_offset, lo, hi, messages)
         status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, next_offset, lo, hi)
+
+    def _slices(self, entries: list[tuple[int, int, int]]) -> list[bytes]:
+        """An unfiltered read's records within ``MAX_TRANSFER_BYTES`` (at least one), when they all lie in
+        one segment (nearly always): sliced in one comprehension instead of the general loop's checks per
+        entry, which cost nsqd's channels, reading 200+ records at a time, a third of their read."""
+        taken = bisect.bisect_right(
+            list(itertools.accumulate(size for _, size, _ in entries)), MAX_TRANSFER_BYTES
+        )
+        entries = entries[: taken or 1]
+        first, (last, last_size, _) = entries[0][0], entries[-1]
+        seg = self.commitlog.segment_at(first)
+        if seg is None or last + last_size > seg.end:
+            return []
+        base, view = seg.base, seg.view
+        return [view[phys - base : phys - base + size] for phys, size, _ in entries]
 
     def read_message(self, commit_log_offset: int) -> bytes | None:
         return self.commitlog.read_record(commit_log_offset)
