@@ -13,8 +13,8 @@ import pytest
 
 from tests.support import hold_fsync
 from tidemq.remoting.batch import BatchItem, StoredBatch, build_stored_batch, encode_batch
-from tidemq.remoting.message import MessageDecodeError, decode_record, encode_record, tag_hash
-from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError, mapped_file
+from tidemq.remoting.message import MessageDecodeError, decode_record, encode_record, iter_records, tag_hash
+from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError, mapped_file, message_store
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.message_store import AppendRequest
 from tidemq.store.metadata import OffsetTable
@@ -37,7 +37,8 @@ def _bodies(store: MessageStore, topic: str, queue_id: int) -> list[bytes]:
         got = store.get(topic, queue_id, offset, 32)
         if got.status is not GetStatus.FOUND:
             return out
-        out += [decode_record(m).body for m in got.messages]
+        out += [m.body for m in iter_records(got.records)]
+        assert got.count == got.next_begin_offset - offset
         offset = got.next_begin_offset
 
 
@@ -79,7 +80,7 @@ def test_index_entries_for_a_cut_tail_are_forgotten(tmp_path: Path) -> None:
         store = _open(tmp_path)
         for i in range(10):
             _append(store, "T", 0, f"body-{i}".encode(), keys=f"old{i}")
-        cut = store.get("T", 0, 6, 1).messages[0]
+        cut = store.get("T", 0, 6, 1).records
         cut_at = decode_record(cut).commit_log_offset
         await store.close()  # the index now covers all ten records
         seg = sorted((tmp_path / "commitlog").iterdir())[0]
@@ -102,7 +103,7 @@ def test_corrupt_body_crc_cuts_from_that_record(tmp_path: Path) -> None:
         store = _open(tmp_path)
         for i in range(10):
             _append(store, "T", 0, f"body-{i}".encode())
-        sixth = store.get("T", 0, 6, 1).messages[0]
+        sixth = store.get("T", 0, 6, 1).records
         phys = decode_record(sixth).commit_log_offset
         await store.close()
         seg = sorted((tmp_path / "commitlog").iterdir())[0]
@@ -243,7 +244,11 @@ def test_batch_records_are_stored_back_to_back_and_indexed(tmp_path: Path, tagge
         result = store.put_batch("B", 1, _stored(_batch_body(props)))
         assert result.queue_offsets == [1, 2, 3]
         got = store.get("B", 1, 1, 32)
-        msgs = [decode_record(m, check_crc=True) for m in got.messages]
+        msgs, pos = [], 0
+        while pos < len(got.records):
+            msgs.append(decode_record(got.records, pos, check_crc=True))
+            pos += msgs[-1].store_size
+        assert got.count == 3
         assert [m.body for m in msgs] == [f"body-{i}".encode() * 20 for i in range(3)]
         assert [(m.queue_offset, m.commit_log_offset) for m in msgs] == list(
             zip(result.queue_offsets, result.commit_log_offsets, strict=True)
@@ -252,7 +257,7 @@ def test_batch_records_are_stored_back_to_back_and_indexed(tmp_path: Path, tagge
         assert all(m.properties["CLUSTER"] == "c1" and m.store_timestamp == 22 for m in msgs)
         assert msgs[1].properties["UNIQ_KEY"] == "U1"
         red = store.get("B", 1, 1, 32, match=lambda code: code == tag_hash("red"))
-        assert [decode_record(m).properties.get("TAGS") for m in red.messages] == (["red"] if tagged else [])
+        assert [m.properties.get("TAGS") for m in iter_records(red.records)] == (["red"] if tagged else [])
         for key in ["U2", *(["k2"] if tagged else [])]:
             found = store.query_by_key("B", key, 5, 0, 0)
             assert [decode_record(m).queue_offset for m in found] == [3 if key == "U2" else 2]
@@ -422,5 +427,36 @@ def test_a_flush_cancelled_midway_lets_its_thread_finish(
             assert len(os.listdir("/proc/self/fd")) == open_before
         finally:
             await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_read_takes_a_queues_records_back_to_back_or_interleaved_up_to_the_byte_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read returns only its queue's records, in order, whether they lie back to back in the log or
+    between another queue's, and stops at the transfer byte limit (taking at least one record)."""
+
+    async def scenario() -> None:
+        store = _open(tmp_path)
+        monkeypatch.setattr(message_store, "MAX_TRANSFER_BYTES", 50 * 1024)
+        big = 20 * 1024
+        for i in range(4):
+            _append(store, "Alone", 0, b"a%d" % i + b"." * big)
+        for i in range(6):
+            _append(store, "Mixed", 0, b"m%d" % i)
+            _append(store, "Other", 0, b"o%d" % i)
+        alone = store.get("Alone", 0, 0, 32)
+        assert alone.count == 2 and alone.next_begin_offset == 2  # a third 20 KiB record is over the limit
+        assert [m.body[:2] for m in iter_records(alone.records)] == [b"a0", b"a1"]
+        mixed = store.get("Mixed", 0, 1, 4)
+        assert [(m.queue_offset, m.body) for m in iter_records(mixed.records)] == [
+            (i, b"m%d" % i) for i in range(1, 5)
+        ]
+        assert (mixed.count, mixed.next_begin_offset) == (4, 5)
+        monkeypatch.setattr(message_store, "MAX_TRANSFER_BYTES", 10)  # less than one record
+        one = store.get("Mixed", 0, 0, 4)
+        assert one.count == 1 and [m.body for m in iter_records(one.records)] == [b"m0"]
+        await store.close()
 
     asyncio.run(scenario())

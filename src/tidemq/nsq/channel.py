@@ -228,7 +228,7 @@ class Channel:
         now = now_ms()
         attempts, read_ahead = self.attempts, self.read_ahead
         stamped_props, stamped_ms, stamp = b"", -1, (0, 0)
-        for offset, store_ms, body, props in record_bodies(b"".join(result.messages)):
+        for offset, store_ms, body, props in record_bodies(result.records):
             if props != stamped_props or store_ms != stamped_ms:  # a batch's records share both
                 stamped_props, stamped_ms, stamp = props, store_ms, _stamp(props, store_ms)
             if (self.dropped and self._was_dropped(offset)) or attempts.get(offset):
@@ -273,7 +273,7 @@ class Channel:
         result = self._read(offset, 1)
         if result.status is not GetStatus.FOUND:
             return None
-        offset, store_ms, body, props = record_bodies(result.messages[0])[0]
+        offset, store_ms, body, props = record_bodies(result.records)[0]
         timestamp_ns, due_ms = _stamp(props, store_ms)
         return offset, timestamp_ns, body, due_ms
 

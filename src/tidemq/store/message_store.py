@@ -95,11 +95,9 @@ class GetResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: list[bytes] = field(default_factory=list)
-
-    @property
-    def body_size(self) -> int:
-        return sum(len(m) for m in self.messages)
+    #: The records found, back to back (as a pull answer's body carries them), and how many.
+    records: bytes = b""
+    count: int = 0
 
 
 def record_keys(props: dict[str, str]) -> list[str]:
@@ -425,10 +423,10 @@ class MessageStore:
         if not entries:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, offset, lo, hi)
         if match is None:
-            messages = self._slices(entries)
-            if messages:
-                return GetResult(GetStatus.FOUND, offset + len(messages), lo, hi, messages)
-        messages = []
+            span = self._span(entries)
+            if span is not None:
+                return GetResult(GetStatus.FOUND, offset + span[1], lo, hi, span[0], span[1])
+        messages: list[bytes] = []
         size_taken = 0
         scanned = 0
         removed = False
@@ -450,24 +448,28 @@ class MessageStore:
             size_taken += size
         next_offset = offset + scanned
         if messages:
-            return GetResult(GetStatus.FOUND, next_offset, lo, hi, messages)
+            return GetResult(GetStatus.FOUND, next_offset, lo, hi, b"".join(messages), len(messages))
         status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, next_offset, lo, hi)
 
-    def _slices(self, entries: list[tuple[int, int, int]]) -> list[bytes]:
-        """An unfiltered read's records within ``MAX_TRANSFER_BYTES`` (at least one), when they all lie in
-        one segment (nearly always): sliced in one comprehension instead of the general loop's checks per
-        entry, which cost nsqd's channels, reading 200+ records at a time, a third of their read."""
-        taken = bisect.bisect_right(
-            list(itertools.accumulate(size for _, size, _ in entries)), MAX_TRANSFER_BYTES
-        )
-        entries = entries[: taken or 1]
-        first, (last, last_size, _) = entries[0][0], entries[-1]
+    def _span(self, entries: list[tuple[int, int, int]]) -> tuple[bytes, int] | None:
+        """(records, count) of an unfiltered read within ``MAX_TRANSFER_BYTES`` (at least one record), when
+        they all lie in one segment (nearly always); None sends the read through the general loop.
+
+        Records back to back in the log (a queue written alone: nsqd's topics, a busy producer's) are one
+        slice of the mapping, else one slice per record, joined. Slicing 200+ records one by one and
+        joining them cost nsqd's channels 0.5 us a message, a third of their read.
+        """
+        ends = list(itertools.accumulate(size for _, size, _ in entries))
+        taken = bisect.bisect_right(ends, MAX_TRANSFER_BYTES) or 1
+        first, (last, last_size, _) = entries[0][0], entries[taken - 1]
         seg = self.commitlog.segment_at(first)
         if seg is None or last + last_size > seg.end:
-            return []
+            return None
         base, view = seg.base, seg.view
-        return [view[phys - base : phys - base + size] for phys, size, _ in entries]
+        if last + last_size - first == ends[taken - 1]:
+            return view[first - base : last + last_size - base], taken
+        return b"".join([view[phys - base : phys - base + size] for phys, size, _ in entries[:taken]]), taken
 
     def read_message(self, commit_log_offset: int) -> bytes | None:
         return self.commitlog.read_record(commit_log_offset)

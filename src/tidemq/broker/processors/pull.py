@@ -134,7 +134,5 @@ def pull_message(
         "minOffset": str(result.min_offset),
         "maxOffset": str(result.max_offset),
     }
-    if result.messages:
-        broker.stats["get"] += len(result.messages)
-    body = b"".join(result.messages) if result.messages else b""
-    return req.response(code, result.status.value, ext, body)
+    broker.stats["get"] += result.count
+    return req.response(code, result.status.value, ext, result.records)
