@@ -593,3 +593,24 @@ def test_sysflag_transaction_value() -> None:
     assert SysFlag.transaction_value(SysFlag.TRANSACTION_PREPARED | SysFlag.COMPRESSED) == 0x4
     assert SysFlag.transaction_value(SysFlag.TRANSACTION_ROLLBACK | SysFlag.BORNHOST_V6) == 0xC
     assert SysFlag.transaction_value(SysFlag.MULTI_TAGS) == SysFlag.TRANSACTION_NOT_TYPE
+
+
+def test_pulled_properties_decode_when_read_and_take_added_ones_either_way() -> None:
+    """``decode_records`` leaves each message's properties as stored text until they are read; properties
+    added before or after that read end up the same, and equality compares them decoded."""
+    record = m.encode_record(topic="T", queue_id=0, body=b"b", properties="UNIQ_KEY\x01u1\x02TAGS\x01red")
+    untouched, read = m.decode_records(record + record)
+    assert isinstance(untouched.props, str)
+    assert read.properties == {"UNIQ_KEY": "u1", "TAGS": "red"} and isinstance(read.props, dict)
+    hints = m.encode_properties({"MIN_OFFSET": "0", "TAGS": "blue"})
+    untouched.add_properties(hints)
+    read.add_properties(hints)
+    assert isinstance(untouched.props, str)
+    assert untouched == read  # compared decoded
+    assert untouched.properties == read.properties == {"UNIQ_KEY": "u1", "TAGS": "blue", "MIN_OFFSET": "0"}
+    assert untouched.msg_id == "u1" and untouched.tags == "blue"
+    read.properties["TAGS"] = "green"
+    assert untouched != read
+    empty = m.decode_records(m.encode_record(topic="T", queue_id=0, body=b"b", properties=""))[0]
+    empty.add_properties(hints)
+    assert empty.properties == {"MIN_OFFSET": "0", "TAGS": "blue"}

@@ -18,7 +18,7 @@ from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import MessageModel, Subscription
 from tidemq.client.message_queue import MessageQueue
 from tidemq.remoting.codes import ResponseCode
-from tidemq.remoting.message import MessageExt, Prop
+from tidemq.remoting.message import MessageExt, Prop, encode_properties
 from tidemq.remoting.route import MASTER_ID
 
 if TYPE_CHECKING:
@@ -42,18 +42,18 @@ def prepare_pulled(
     namespace = consumer.config.namespace
     every_tag = not sub.tags
     broker_name = mq.broker_name
-    min_offset, max_offset = str(result.min_offset), str(result.max_offset)
-    for msg in result.messages():
-        props = msg.properties
-        if not every_tag and props.get(Prop.TAGS) not in sub.tags:
+    offset_hints = encode_properties(
+        {Prop.MIN_OFFSET: str(result.min_offset), Prop.MAX_OFFSET: str(result.max_offset)}
+    )
+    for msg in result.messages():  # properties are decoded only where they are read
+        if not every_tag and msg.properties.get(Prop.TAGS) not in sub.tags:
             continue
         msg.broker_name = broker_name
-        if msg.topic.startswith(RETRY_PREFIX) and Prop.RETRY_TOPIC in props:
-            msg.topic = props[Prop.RETRY_TOPIC]
+        if msg.topic.startswith(RETRY_PREFIX) and Prop.RETRY_TOPIC in msg.properties:
+            msg.topic = msg.properties[Prop.RETRY_TOPIC]
         if namespace:
             msg.topic = strip_namespace(namespace, msg.topic)
-        props[Prop.MIN_OFFSET] = min_offset
-        props[Prop.MAX_OFFSET] = max_offset
+        msg.add_properties(offset_hints)
         out.append(msg)
     return out
 
