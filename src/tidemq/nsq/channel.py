@@ -342,10 +342,10 @@ class Channel:
         in_flight = self.in_flight
         if self._deadline_ids <= 2 * len(in_flight) + DEADLINE_SLACK:
             return
-        by_delivery: dict[int, tuple[Delivery, list[bytes]]] = {}
+        by_delivery: dict[Delivery, list[bytes]] = {}  # a Delivery hashes by identity
         for msg_id, (_, delivery) in in_flight.items():
-            by_delivery.setdefault(id(delivery), (delivery, []))[1].append(msg_id)
-        self._deadlines = [(d.deadline, next(self._tiebreak), ids, d) for d, ids in by_delivery.values()]
+            by_delivery.setdefault(delivery, []).append(msg_id)
+        self._deadlines = [(d.deadline, next(self._tiebreak), ids, d) for d, ids in by_delivery.items()]
         heapq.heapify(self._deadlines)
         self._deadline_ids = len(in_flight)
 

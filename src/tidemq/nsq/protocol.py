@@ -96,7 +96,7 @@ def encode_frame(frame_type: int, data: bytes) -> bytes:
 
 def encode_message(timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> bytes:
     """A message frame, header included."""
-    return _MESSAGE_HEAD.pack(30 + len(body), _MESSAGE, timestamp_ns, attempts & 0xFFFF, msg_id) + body
+    return b"".join(encode_messages([(timestamp_ns, attempts, msg_id, body)]))
 
 
 def encode_messages(messages: Iterable[tuple[int, int, bytes, bytes]]) -> list[bytes]:
