@@ -14,11 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.nsq.protocol import MAGIC_V2, CommandParser, FinRun, NSQError
-from tidemq.remoting.batch import BatchItem, build_uniform_batch, decode_batch, encode_batch
+from tidemq.remoting.batch import (
+    BatchItem,
+    build_stored_batch,
+    build_uniform_batch,
+    decode_batch,
+    encode_batch,
+)
 from tidemq.remoting.codes import LanguageCode, SerializeType
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import FrameDecoder, FrameError, HeaderError, encode
 from tidemq.remoting.message import (
+    PROPERTY_SEPARATOR,
     MessageDecodeError,
     SysFlag,
     decode_properties,
@@ -28,6 +35,7 @@ from tidemq.remoting.message import (
     encode_record,
     iter_records,
     record_bodies,
+    tag_hash,
 )
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -574,6 +582,58 @@ def test_uniform_batch_is_the_records_encode_record_builds(
     assert bytes(batch.data) == b"".join(records)
     assert batch.sizes == [len(r) for r in records]
     assert [m.body for m in iter_records(batch.data)] == bodies
+
+
+_KEY_LIKE = st.sampled_from(["TAGS\x01", "KEYS\x01", "UNIQ_KEY\x01", "DELAY\x01", "\x02", "x"])
+_PROPERTY_VALUE = st.text(
+    st.characters(blacklist_characters="\x01\x02", blacklist_categories=["Cs"]), min_size=1, max_size=12
+)
+
+
+@ROUND_TRIP
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(_KEY_LIKE, max_size=4).map(lambda parts: "".join(parts).encode()),  # body look-alikes
+            st.dictionaries(
+                st.sampled_from(["UNIQ_KEY", "TAGS", "KEYS", "a", "XTAGS", "XUNIQ_KEY"]),
+                _PROPERTY_VALUE,
+                max_size=4,
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(["", "CLUSTER\x01c1", "WAIT\x01true\x02CLUSTER\x01c1"]),
+)
+def test_stored_batch_is_encode_record_per_message_with_its_own_keys_and_tags(
+    messages: list[tuple[bytes, dict[str, str]]], extra: str
+) -> None:
+    """The broker's batch builder, which searches raw properties for a few keys, agrees with decoding
+    each message's properties: the records ``encode_record`` builds, tags hashed and keys indexed from
+    the message's own properties only (its body may hold anything, key look-alikes included)."""
+    host = b"\x7f\x00\x00\x01\x00\x00\x10\x00"
+    items = [BatchItem(0, body, encode_properties(props)) for body, props in messages]
+    batch = build_stored_batch(
+        encode_batch(items), topic="B", queue_id=2, sys_flag=0, born_timestamp=5, born_host=host,
+        store_timestamp=6, store_host=host, extra_properties=extra, max_body=1024,
+    )  # fmt: skip
+    records = [
+        encode_record(
+            topic="B", queue_id=2, body=item.body,
+            properties=PROPERTY_SEPARATOR.join(p for p in (item.properties, extra) if p),
+            born_timestamp=5, born_host=host, store_timestamp=6, store_host=host,
+        )
+        for item in items
+    ]  # fmt: skip
+    assert bytes(batch.data) == b"".join(records)
+    assert batch.sizes == [len(r) for r in records]
+    assert batch.tags_codes == [tag_hash(props.get("TAGS")) for _, props in messages]
+    expected_keys = [
+        props.get("KEYS", "").encode().split() + ([props["UNIQ_KEY"].encode()] if "UNIQ_KEY" in props else [])
+        for _, props in messages
+    ]
+    assert batch.keys == expected_keys
 
 
 def test_nsq_fin_run_stops_at_a_short_fin() -> None:

@@ -153,14 +153,13 @@ def build_stored_batch(
     view = memoryview(body)
     topic_part = topic_field(topic)
     extra = extra_properties.encode()
+    joined_extra = b"\x02" + extra
     sys_flag = host_flags(sys_flag & ~SysFlag.COMPRESSED, born_host, store_host)
     head = record_head(len(born_host), len(store_host))
     pack_head, pack_len, crc32 = head.pack, _I16.pack, zlib.crc32
-    unpack_item, unpack_len, find, rfind = _ITEM_HEAD.unpack_from, _I16.unpack_from, body.find, body.rfind
+    unpack_item, unpack_len = _ITEM_HEAD.unpack_from, _I16.unpack_from
     fixed = head.size + len(topic_part) + _I16.size
-    # Most batches name no tags, keys or delay: then only the unique id is looked for per message.
-    plain = _DELAY not in body and _TAGS not in body and _KEYS not in body
-    uniq_len = len(_UNIQ_KEY)
+    tags_key, keys_key, delay_key, uniq_key, uniq_len = _TAGS, _KEYS, _DELAY, _UNIQ_KEY, len(_UNIQ_KEY)
     parts: list[bytes | memoryview] = []
     append = parts.append
     sizes: list[int] = []
@@ -180,24 +179,23 @@ def build_stored_batch(
         (props_len,) = unpack_len(view, props_at - 2)
         if props_at + props_len != props_end:
             raise MessageDecodeError(f"batch record at {pos} has a bad properties length")
-        if plain:
+        props = body[props_at:props_end]
+        # Most messages name no tags, keys or delay: then only the unique id is looked for. (Searched in
+        # the properties alone: the whole batch body, bodies and all, took half this loop's time.)
+        if tags_key in props or keys_key in props or delay_key in props:
+            tags_code, msg_keys = _scan(props)
+        else:
             tags_code = 0
-            i = rfind(_UNIQ_KEY, props_at, props_end)
-            if i == props_at or (i > props_at and body[i - 1] == 2):
-                j = find(b"\x02", i, props_end)
-                msg_keys = [body[i + uniq_len : j if j >= 0 else props_end]]
-            else:
-                msg_keys = []
-        else:
-            tags_code, msg_keys = _scan(body[props_at:props_end])
+            i = props.rfind(uniq_key)
+            if i == 0 or (i > 0 and props[i - 1] == 2):
+                j = props.find(b"\x02", i)
+                uniq: bytes | None = props[i + uniq_len : j if j >= 0 else props_len]
+            else:  # none, or the last match ends another key's name (XUNIQ_KEY): look further back
+                uniq = property_value(props, uniq_key) if i > 0 else None
+            msg_keys = [uniq] if uniq else []
         msg_body = view[pos + 20 : props_at - 2]
-        props: bytes | memoryview
-        if not extra:
-            props = view[props_at:props_end]
-        elif props_len and body[props_end - 1] != 2:
-            props = body[props_at:props_end] + b"\x02" + extra
-        else:
-            props = body[props_at:props_end] + extra
+        if extra:
+            props = props + joined_extra if props_len and props[-1] != 2 else props + extra
         if len(props) > MAX_PROPERTIES:
             raise MessageDecodeError(f"properties are {len(props)} bytes, over the {MAX_PROPERTIES} limit")
         size = fixed + body_len + len(props)
