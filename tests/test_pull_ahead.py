@@ -94,6 +94,32 @@ def test_start_invoke_writes_before_the_caller_waits_and_answer_times_out() -> N
         run(scenario(server))
 
 
+def test_each_request_times_out_by_its_own_deadline_whatever_the_order() -> None:
+    """Deadlines live in the connection's table under one timer: a shorter timeout issued after a longer
+    one still fires first, answered requests leave the table, and the longer one fires in its turn."""
+
+    async def scenario(server: _ThreadServer) -> None:
+        conn = await connect("127.0.0.1", server.port)
+        try:
+            slow, quick, answered = RemotingCommand(2), RemotingCommand(2), RemotingCommand(1)
+            slow_wait = asyncio.ensure_future(conn.answer(slow, conn.start_invoke(slow), 1.0))
+            await asyncio.sleep(0)
+            assert (await conn.answer(answered, conn.start_invoke(answered), 5.0)).remark == "answer 1"
+            with pytest.raises(RemotingTimeoutError, match="within 0.2s"):
+                await conn.answer(quick, conn.start_invoke(quick), 0.2)
+            assert not slow_wait.done(), "the longer timeout is still running"
+            assert list(conn._deadlines) == [slow.opaque]
+            with pytest.raises(RemotingTimeoutError, match="within 1.0s"):
+                await slow_wait
+            assert not conn._deadlines and not conn._pending
+            assert conn._expiry is None, "no timer stays armed with nothing to wait for"
+        finally:
+            conn.close()
+
+    with _ThreadServer() as server:
+        run(scenario(server))
+
+
 def _answer(next_offset: int, body: bytes = b"") -> api.PullResult:
     return api.PullResult(ResponseCode.SUCCESS, next_offset, 0, 1000, body, 0)
 
