@@ -105,11 +105,11 @@ def test_each_request_times_out_by_its_own_deadline_whatever_the_order() -> None
             slow_wait = asyncio.ensure_future(conn.answer(slow, conn.start_invoke(slow), 1.0))
             await asyncio.sleep(0)
             assert (await conn.answer(answered, conn.start_invoke(answered), 5.0)).remark == "answer 1"
-            with pytest.raises(RemotingTimeoutError, match="within 0.2s"):
+            with pytest.raises(RemotingTimeoutError, match=r"within 0\.2s"):
                 await conn.answer(quick, conn.start_invoke(quick), 0.2)
             assert not slow_wait.done(), "the longer timeout is still running"
             assert list(conn._deadlines) == [slow.opaque]
-            with pytest.raises(RemotingTimeoutError, match="within 1.0s"):
+            with pytest.raises(RemotingTimeoutError, match=r"within 1\.0s"):
                 await slow_wait
             assert not conn._deadlines and not conn._pending
             assert conn._expiry is None, "no timer stays armed with nothing to wait for"
