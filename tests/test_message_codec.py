@@ -614,3 +614,16 @@ def test_pulled_properties_decode_when_read_and_take_added_ones_either_way() -> 
     empty = m.decode_records(m.encode_record(topic="T", queue_id=0, body=b"b", properties=""))[0]
     empty.add_properties(hints)
     assert empty.properties == {"MIN_OFFSET": "0", "TAGS": "blue"}
+
+
+def test_put_property_leaves_stored_text_undecoded_and_the_latest_value_wins() -> None:
+    """What the push consumers stamp on every message (its consume start time) does not decode the stored
+    properties; stamped again, as a retried message is, the newest stamp is the one read."""
+    record = m.encode_record(topic="T", queue_id=0, body=b"b", properties="UNIQ_KEY\x01u1")
+    untouched, read = m.decode_records(record + record)
+    read.properties  # noqa: B018 (decoded before the stamps)
+    for msg in (untouched, read):
+        msg.put_property("CONSUME_START_TIME", "1")
+        msg.put_property("CONSUME_START_TIME", "2")
+    assert isinstance(untouched.props, str)
+    assert untouched.properties == read.properties == {"UNIQ_KEY": "u1", "CONSUME_START_TIME": "2"}

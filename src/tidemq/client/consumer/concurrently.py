@@ -66,7 +66,7 @@ class ConcurrentConsumeService:
         ctx = ConsumeContext(mq)
         started = str(int(time.time() * 1000))
         for msg in msgs:
-            msg.properties[Prop.CONSUME_START_TIME] = started
+            msg.put_property(Prop.CONSUME_START_TIME, started)
         status, error = await self.consumer.run_listener(msgs, ctx)
         if pq.is_dropped():
             log.info("queue %s was dropped while consuming; not committing %d messages", mq, len(msgs))

@@ -61,7 +61,7 @@ class OrderlyConsumeService:
                 ctx = ConsumeContext(mq)
                 started = str(int(time.time() * 1000))
                 for msg in msgs:
-                    msg.properties[Prop.CONSUME_START_TIME] = started
+                    msg.put_property(Prop.CONSUME_START_TIME, started)
                 async with pq.consume_lock:
                     if pq.is_dropped():
                         return
