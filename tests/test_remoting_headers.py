@@ -527,6 +527,24 @@ def test_every_header_round_trips_through_ext(hdr: CommandHeader) -> None:
         assert SendMessageRequestHeader.from_ext(hdr.to_compact_ext(), compact=True) == hdr
 
 
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("999999999", 999_999_999),
+        ("2147483647", 2**31 - 1),
+        ("-2147483648", -(2**31)),
+        ("00000000000000000000042", 42),
+        ("\u0661\u0662", 12),  # Arabic-Indic digits: int() and Java's Character.digit both read them
+    ],
+)
+def test_integer_fields_take_every_number_that_fits_however_it_is_written(raw: str, value: int) -> None:
+    """The plain-digits shortcut in ``from_ext`` decides nothing on its own: longer or signed numbers
+    still parse as Java parses them."""
+    base = {"topic": "T", "queueId": raw, "timestamp": raw}
+    parsed = h.SearchOffsetRequestHeader.from_ext(base)
+    assert (parsed.queue_id, parsed.timestamp) == (value, value)
+
+
 def test_integer_fields_are_range_checked_like_java() -> None:
     """Java Integer fields reject values past 32 bits; Long fields take 64."""
     base = {"topic": "T", "queueId": "0", "timestamp": str(2**40)}

@@ -36,6 +36,8 @@ class _FieldSpec:
     kind: type
     required: bool
     bits: int = 32
+    #: Decimal digits that fit ``bits`` whatever they are (9 for an Integer, 18 for a Long).
+    safe_digits: int = 9
 
 
 _SPECS: dict[type, tuple[_FieldSpec, ...]] = {}
@@ -56,7 +58,8 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
         if typing.get_origin(kind) is Annotated:
             kind, bits = typing.get_args(kind)[0], 64
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        specs.append(_FieldSpec(f.name, f.metadata.get("wire", _camel(f.name)), kind, required, bits))
+        wire_name = f.metadata.get("wire", _camel(f.name))
+        specs.append(_FieldSpec(f.name, wire_name, kind, required, bits, 9 if bits == 32 else 18))
     _SPECS[cls] = result = tuple(specs)
     return result
 
@@ -92,13 +95,21 @@ class CommandHeader:
         values: dict[str, Any] = {}
         for spec in _specs(cls):
             raw = ext.get(spec.wire)
-            if raw is None or (raw == "" and spec.kind is not str):
-                if spec.required:
-                    raise HeaderFieldError(f"missing required field {spec.wire!r}")
-                continue
-            if raw == "" and spec.kind is str and not spec.required:
-                continue  # Go sends empty strings for absent optional fields (spec 1.10)
-            values[spec.attr] = _parse(spec, raw)
+            kind = spec.kind
+            if not raw:
+                if raw is None or kind is not str:
+                    if spec.required:
+                        raise HeaderFieldError(f"missing required field {spec.wire!r}")
+                    continue
+                if not spec.required:
+                    continue  # Go sends empty strings for absent optional fields (spec 1.10)
+                values[spec.attr] = raw
+            elif kind is str:
+                values[spec.attr] = raw
+            elif kind is int and raw.isdecimal() and len(raw) <= spec.safe_digits:
+                values[spec.attr] = int(raw)  # the common number: in range, nothing for _parse to refuse
+            else:
+                values[spec.attr] = _parse(spec, raw)
         return cls(**values)
 
     def to_ext(self) -> dict[str, str]:
