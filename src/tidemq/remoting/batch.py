@@ -159,7 +159,7 @@ def build_stored_batch(
     pack_head, pack_len, crc32 = head.pack, _I16.pack, zlib.crc32
     unpack_item, unpack_len = _ITEM_HEAD.unpack_from, _I16.unpack_from
     fixed = head.size + len(topic_part) + _I16.size
-    tags_key, keys_key, delay_key, uniq_key, uniq_len = _TAGS, _KEYS, _DELAY, _UNIQ_KEY, len(_UNIQ_KEY)
+    tags_key, keys_key, delay_key, uniq_key = _TAGS, _KEYS, _DELAY, _UNIQ_KEY
     parts: list[bytes | memoryview] = []
     append = parts.append
     sizes: list[int] = []
@@ -184,14 +184,9 @@ def build_stored_batch(
         # the properties alone: the whole batch body, bodies and all, took half this loop's time.)
         if tags_key in props or keys_key in props or delay_key in props:
             tags_code, msg_keys = _scan(props)
-        else:
+        else:  # what ``_scan`` would find in such properties, without its three look-ups
             tags_code = 0
-            i = props.rfind(uniq_key)
-            if i == 0 or (i > 0 and props[i - 1] == 2):
-                j = props.find(b"\x02", i)
-                uniq: bytes | None = props[i + uniq_len : j if j >= 0 else props_len]
-            else:  # none, or the last match ends another key's name (XUNIQ_KEY): look further back
-                uniq = property_value(props, uniq_key) if i > 0 else None
+            uniq = property_value(props, uniq_key)
             msg_keys = [uniq] if uniq else []
         msg_body = view[pos + 20 : props_at - 2]
         if extra:

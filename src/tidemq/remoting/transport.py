@@ -89,7 +89,6 @@ class RemotingConnection(BufferedReceiver):
         #: opaque -> (deadline on the loop's clock, request code, timeout) of requests being waited for.
         self._deadlines: dict[int, tuple[float, int, float]] = {}
         self._expiry: asyncio.TimerHandle | None = None  # armed for the earliest deadline
-        self._expiry_at = math.inf
         self._opaque = itertools.count(1)
         self._transport: asyncio.Transport | None = None
         self._tasks = TaskSet()  # answers still being worked out
@@ -144,7 +143,7 @@ class RemotingConnection(BufferedReceiver):
         self._deadlines.clear()
         if self._expiry is not None:
             self._expiry.cancel()
-            self._expiry, self._expiry_at = None, math.inf
+            self._expiry = None
         for task in self._tasks:
             task.cancel()
         self._can_write.set()
@@ -273,7 +272,7 @@ class RemotingConnection(BufferedReceiver):
         opaque = request.opaque
         deadline = asyncio.get_running_loop().time() + timeout
         self._deadlines[opaque] = (deadline, request.code, timeout)
-        if deadline < self._expiry_at:
+        if self._expiry is None or deadline < self._expiry.when():
             self._arm_expiry(deadline)
         try:
             return await fut
@@ -284,12 +283,11 @@ class RemotingConnection(BufferedReceiver):
     def _arm_expiry(self, deadline: float) -> None:
         if self._expiry is not None:
             self._expiry.cancel()
-        self._expiry_at = deadline
         self._expiry = asyncio.get_running_loop().call_at(deadline, self._expire)
 
     def _expire(self) -> None:
         """Fail the requests whose deadline has passed, and arm the timer for the next one."""
-        self._expiry, self._expiry_at = None, math.inf
+        self._expiry = None
         now = asyncio.get_running_loop().time() + _EXPIRY_SLACK_S
         earliest = math.inf
         for opaque, (deadline, code, timeout) in list(self._deadlines.items()):
