@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from tests.support import RawClient, ServerProcess, free_port, run
-from tidemq.remoting.codes import ResponseCode
+from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.transport import RemotingError
 
 
@@ -64,6 +64,48 @@ def test_sigkill_during_sync_sends_loses_nothing_acknowledged(tmp_path: Path) ->
 
         found = run(read_back())
         assert acked <= found, f"{len(acked - found)} acknowledged messages lost"
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_sigkill_keeps_every_acknowledged_key_findable_after_restart(tmp_path: Path) -> None:
+    """The key index writes its entries only at the periodic flush, while consume-queue entries outlive
+    a SIGKILL in the page cache: recovery must re-index from the index's own end, not the queue's."""
+    server = ServerProcess(tmp_path / "data").start()
+
+    async def produce() -> list[str]:
+        c = await RawClient.open(server.broker)
+        uniq = []
+        for i in range(300):
+            sent = await c.send("Keyed", b"%d" % i, keys=f"k-{i}", props={"UNIQ_KEY": f"U{i:031d}"})
+            assert sent.code == ResponseCode.SUCCESS
+            uniq.append(f"U{i:031d}")
+        assert server.proc is not None
+        os.kill(server.proc.pid, signal.SIGKILL)  # right after the last acknowledgement
+        c.close()
+        return uniq
+
+    uniq = run(produce())
+    server.kill()
+    restarted = ServerProcess(tmp_path / "data")
+    restarted.start()
+    try:
+
+        async def lookup() -> list[str]:
+            c = await RawClient.open(restarted.broker)
+            missing = []
+            now = int(time.time() * 1000)
+            query = {"topic": "Keyed", "maxNum": "4", "beginTimestamp": "0", "endTimestamp": str(now)}
+            for i in range(300):
+                for key in (f"k-{i}", uniq[i]):
+                    found = await c.call(RequestCode.QUERY_MESSAGE, query | {"key": key})
+                    if found.code != ResponseCode.SUCCESS:
+                        missing.append(key)
+            c.close()
+            return missing
+
+        missing = run(lookup())
+        assert not missing, f"{len(missing)} keys not found after restart, e.g. {missing[:4]}"
     finally:
         assert restarted.stop() == 0
 

@@ -172,14 +172,17 @@ class MessageStore:
         redispatched = 0
         for rec in self.commitlog.recover(trusted):
             msg = decode_record(rec.data, decompress=False)
+            # The index is caught up on its own terms: after a SIGKILL a consume queue's entries
+            # survive in the page cache while the index's pending entries, written only at a flush,
+            # do not (``add`` skips what the index file already covers).
+            if self.index is not None:
+                self.index.add(msg.topic, record_keys(msg.properties), rec.offset)
             cq = self._queue(msg.topic, msg.queue_id)
             if msg.queue_offset < cq.max_offset:
                 continue
             tags = self.tags_code_fn(msg.topic, msg.queue_id, msg.properties, msg.store_timestamp)
             cq.max_offset = msg.queue_offset  # a gap cannot arise from a single ordered log
             cq.append(rec.offset, rec.size, tags)
-            if self.index is not None:
-                self.index.add(msg.topic, record_keys(msg.properties), rec.offset)
             redispatched += 1
         log_end = self.commitlog.max_offset
         self.commitlog.flushed = log_end
