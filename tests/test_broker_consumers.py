@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import orjson
 
+from tests.consumer_support import Collector, consumer, produce, wait_until
 from tests.support import RawClient, ServerProcess, run
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
@@ -200,3 +202,41 @@ def test_delayed_message_arrives_after_its_level(server: ServerProcess) -> None:
         c.close()
 
     run(scenario())
+
+
+def test_new_group_reads_a_young_queue_from_its_start_only_while_its_first_message_is_in_memory(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Java answers a new group's offset query with 0 only while the queue's first message lies within
+    accessMessageInMemoryMaxRatio of RAM behind the log's end: at 0 % nothing older than the last
+    record counts as in memory, so LAST_OFFSET starts at the end of each queue."""
+    on_disk = ServerProcess(tmp_path / "data", "--access-message-in-memory-max-ratio", "0").start()
+    try:
+
+        async def scenario() -> None:
+            for srv, expected in ((server, "0"), (on_disk, None)):
+                c = await RawClient.open(srv.broker)
+                for i in range(3):
+                    await c.send("Young", f"{i}".encode())
+                q = {"consumerGroup": "NewGroup", "topic": "Young", "queueId": "0"}
+                answer = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, q)
+                if expected is None:
+                    assert answer.code == ResponseCode.QUERY_NOT_FOUND, answer
+                else:
+                    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields["offset"] == expected
+                c.close()
+            await produce(on_disk.namesrv, "YoungPush", 6, prefix="old")
+            got = Collector()
+            c = consumer(on_disk.namesrv, "LastGroup", "YoungPush", got)  # from LAST_OFFSET by default
+            await c.start()
+            await wait_until(lambda: bool(c.rebalancer.process_queues), what="queues assigned")
+            await asyncio.sleep(0.5)
+            await produce(on_disk.namesrv, "YoungPush", 2, prefix="new")
+            await wait_until(lambda: len(got.distinct()) >= 2, what="the new messages")
+            await asyncio.sleep(0.3)
+            await c.shutdown()
+            assert got.distinct() == {b"new0", b"new1"}
+
+        run(scenario())
+    finally:
+        assert on_disk.stop() == 0

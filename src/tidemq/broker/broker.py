@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import zlib
 from typing import Any
@@ -57,6 +58,8 @@ class Broker:
             idle_timeout=config.idle_timeout_s,
             on_close=self._connection_closed,
         )
+        #: Bytes behind the log's end still counted as in memory (Java: RAM x accessMessageInMemoryMaxRatio).
+        self.memory_for_messages = _physical_memory() * config.access_message_in_memory_max_ratio // 100
         self.store_host = b""
         self.stats: dict[str, int] = {"put": 0, "get": 0}
         self._namesrv_conns: dict[str, RemotingConnection] = {}
@@ -264,3 +267,8 @@ class Broker:
             "pullHeldCount": str(self.holds.held_count),
             "brokerActive": "true",
         }
+
+
+def _physical_memory() -> int:
+    """The machine's RAM in bytes (Java's StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -33,6 +33,9 @@ class BrokerConfig:
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
     max_message_size: int = 4 * 1024 * 1024
+    #: A new group's first query for a queue whose first message lies within this share (percent) of
+    #: RAM behind the log's end is answered 0 (read the queue from its start), as Java does.
+    access_message_in_memory_max_ratio: int = 40
     long_polling: bool = True
     short_polling_ms: int = 1000
     register_interval_s: float = 30.0

@@ -74,6 +74,14 @@ _broker_options = option_group(
         "--max-message-size", type=click.IntRange(min=1), default=4 * 1024 * 1024, show_default=True
     ),
     click.option("--delay-levels", default=None, help='Delay levels, e.g. "1s 5s 10s 30s 1m".'),
+    click.option(
+        "--access-message-in-memory-max-ratio",
+        type=click.IntRange(0, 100),
+        default=40,
+        show_default=True,
+        help="Percent of RAM behind the log's end counted as in memory: a new group starts a queue "
+        "whose first message is still there from that message (Java's accessMessageInMemoryMaxRatio).",
+    ),
 )
 
 
@@ -93,6 +101,7 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
         namesrv_addrs=namesrv,
         auto_create_topic=opts["auto_create_topic"],
         max_message_size=opts["max_message_size"],
+        access_message_in_memory_max_ratio=opts["access_message_in_memory_max_ratio"],
     )
     if opts["delay_levels"]:
         try:

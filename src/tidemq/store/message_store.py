@@ -494,6 +494,13 @@ class MessageStore:
                     break
         return found
 
+    def in_disk(self, topic: str, queue_id: int, offset: int, memory_bytes: int) -> bool:
+        """Whether the record at ``offset`` lies more than ``memory_bytes`` behind the log's end, so no
+        longer counted as in memory (Java's checkInDiskByConsumeOffset; False when there is none)."""
+        cq = self._queues.get((topic, queue_id))
+        entry = cq.entry(offset) if cq is not None and cq.min_offset <= offset < cq.max_offset else None
+        return entry is not None and self.commitlog.max_offset - entry[0] > memory_bytes
+
     def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int:
         cq = self._queues.get((topic, queue_id))
         entry = cq.entry(offset) if cq else None

@@ -120,8 +120,14 @@ def consumer_list(broker: Broker, conn: RemotingConnection, req: RemotingCommand
 def query_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
     h = QueryConsumerOffsetRequestHeader.from_ext(req.ext_fields)
     offset = broker.store.consumer_offsets.get(f"{h.topic}@{h.consumer_group}", h.queue_id)
-    if offset is None and broker.store.min_offset(h.topic, h.queue_id) <= 0:
-        offset = 0  # a young queue: Java answers 0, so LAST_OFFSET starts from the beginning (spec 4.5)
+    # A young queue, whose first message is still in memory (Java's checkInDiskByConsumeOffset): Java
+    # answers 0, so a new group reads it from its start even from LAST_OFFSET (spec 4.5).
+    if (
+        offset is None
+        and broker.store.min_offset(h.topic, h.queue_id) <= 0
+        and not broker.store.in_disk(h.topic, h.queue_id, 0, broker.memory_for_messages)
+    ):
+        offset = 0
     if offset is None:
         return req.error(
             ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
