@@ -117,12 +117,14 @@ class ConcurrentConsumeService:
     ) -> list[MessageExt]:
         """Send failed messages back for a delayed retry; returns those settled, the rest retry here."""
         if self.consumer.message_model is MessageModel.BROADCASTING:
+            if error is not None:
+                reason = f"{type(error).__name__}: {error}"
+            elif status is None:
+                reason = "no status"
+            else:
+                reason = "past ack_index" if status.ok or status is ConsumeStatus.COMMIT else status.name
             for msg in msgs:
-                log.warning(
-                    "broadcasting: dropping message %s that failed to consume (%s)",
-                    msg.msg_id,
-                    error or (status.name if status is not None else "no status"),
-                )
+                log.warning("broadcasting: dropping message %s, not consumed (%s)", msg.msg_id, reason)
             return msgs
         settled: list[MessageExt] = []
         retry_here: list[MessageExt] = []

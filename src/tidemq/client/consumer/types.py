@@ -56,8 +56,6 @@ class ConsumeStatus(enum.Enum):
 
 #: Both spellings of success.
 SUCCESS_STATUSES = frozenset({ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.SUCCESS})
-#: Both spellings of "consume these again later".
-LATER_STATUSES = frozenset({ConsumeStatus.RECONSUME_LATER, ConsumeStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT})
 
 #: ``ack_index`` meaning "every message of the batch" (Java's default, Integer.MAX_VALUE).
 ACK_ALL = 2**31 - 1
