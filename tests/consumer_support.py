@@ -99,3 +99,26 @@ def consumer(
     c.subscribe(topic, expression)
     c.register_listener(listener, orderly=orderly)  # type: ignore[arg-type]
     return c
+
+
+async def committed_offsets(broker: str, group: str, topic: str, queues: int) -> list[int]:
+    """The group's offsets as the broker stores them (QUERY_CONSUMER_OFFSET), -1 where none is stored."""
+    raw = await RawClient.open(broker)
+    try:
+        out = []
+        for q in range(queues):
+            resp = await raw.call(14, {"consumerGroup": group, "topic": topic, "queueId": str(q)})
+            out.append(int(resp.ext_fields["offset"]) if resp.code == 0 else -1)
+        return out
+    finally:
+        raw.close()
+
+
+async def max_offsets(broker: str, topic: str, queues: int) -> list[int]:
+    """Each queue's max offset (GET_MAX_OFFSET): the offset a fully consumed queue has committed."""
+    raw = await RawClient.open(broker)
+    try:
+        answers = [await raw.call(30, {"topic": topic, "queueId": str(q)}) for q in range(queues)]
+        return [int(a.ext_fields["offset"]) for a in answers]
+    finally:
+        raw.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -158,3 +160,79 @@ def test_every_attempt_of_a_retry_topic_send_carries_the_reconsume_count() -> No
             assert decode_properties(header.properties) == {"k": "v"}
 
     run(scenario())
+
+
+def test_a_send_whose_time_ran_out_says_so(fresh_server: ServerProcess) -> None:
+    """One attempt used up the whole send timeout: the error says the time ran out, not "failed after 3
+    attempts" (Java's "call timeout")."""
+
+    async def scenario() -> None:
+        async with Producer("PGTimeout", fresh_server.namesrv) as producer:
+            await producer.send(Message("Frozen", b"route and connection first"))
+            assert fresh_server.proc is not None
+            os.kill(fresh_server.proc.pid, signal.SIGSTOP)  # the broker takes the request, never answers
+            try:
+                with pytest.raises(MQClientError) as caught:
+                    await producer.send(Message("Frozen", b"x"), timeout=1.0)
+            finally:
+                os.kill(fresh_server.proc.pid, signal.SIGCONT)
+        text = str(caught.value)
+        assert "ran out of time" in text and "1 s send timeout" in text and "1 attempt;" in text, text
+        assert "after 3 attempts" not in text
+
+    run(scenario())
+
+
+def test_send_latency_fault_avoidance_is_off_by_default_and_isolates_when_on(tmp_path: Path) -> None:
+    """Java's sendLatencyFaultEnable: off by default, a send that failed on a broker is retried on another
+    one and the next send tries the failed broker again; on, one failure keeps that broker out."""
+    namesrv = ServerProcess(tmp_path / "ns", command="namesrv").start()
+    brokers = [
+        ServerProcess(
+            tmp_path / f"b{i}", "--namesrv", namesrv.namesrv, "--broker-name", f"fa-{i}", command="broker"
+        ).start()
+        for i in range(2)
+    ]
+    try:
+
+        async def attempts_on_dead_broker(producer: Producer) -> int:
+            failed: list[str] = []
+
+            def hook(
+                msg: Message, mq: MessageQueue | None, result: object, exc: BaseException | None
+            ) -> None:
+                if exc is not None and mq is not None:
+                    failed.append(mq.broker_name)
+
+            producer.interceptors.append(hook)
+            for _ in range(12):
+                r = await producer.send(Message("FaultModes", b"after"))
+                assert r.message_queue.broker_name == "fa-1", "every send lands on the live broker"
+            producer.interceptors.remove(hook)
+            assert set(failed) <= {"fa-0"}
+            return len(failed)
+
+        async def scenario() -> None:
+            for b in brokers:
+                c = await RawClient.open(b.broker)
+                await c.create_topic("FaultModes", 2)
+                c.close()
+            default = Producer("PGFaultOff", namesrv.namesrv, send_timeout=10)
+            avoiding = Producer("PGFaultOn", namesrv.namesrv, send_timeout=10, send_latency_fault_enable=True)
+            assert default.send_latency_fault_enable is False
+            async with default, avoiding:
+                for producer in (default, avoiding):
+                    seen = {
+                        (await producer.send(Message("FaultModes", b"x"))).message_queue.broker_name
+                        for _ in range(8)
+                    }
+                    assert seen == {"fa-0", "fa-1"}
+                brokers[0].kill()
+                assert await attempts_on_dead_broker(avoiding) == 1, "isolated after its first failure"
+                assert await attempts_on_dead_broker(default) > 1, "round robin keeps trying it (Java)"
+
+        run(scenario())
+    finally:
+        for b in brokers:
+            b.stop()
+        namesrv.stop()

@@ -1,14 +1,16 @@
-"""Send-latency fault avoidance (Java MQFaultStrategy): a broker that answered slowly or failed is skipped
-for a while, longer the worse it did."""
+"""Send-latency fault avoidance (Java MQFaultStrategy), off by default as in Java: when on, a broker that
+answered slowly or failed is skipped for a while, longer the worse it did (a failed send counts as 30 s
+of latency, so one failure keeps a broker out for 10 minutes with the default tables)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-# latency upper bounds (ms) -> how long the broker is avoided (ms), as in Java's MQFaultStrategy
-LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
-NOT_AVAILABLE_DURATION = (0, 0, 30000, 60000, 120000, 180000, 600000)
+#: Latency upper bounds (ms) and how long a broker that reached each is avoided (ms), as in Java.
+LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
+NOT_AVAILABLE_DURATION_MS = (0, 0, 30000, 60000, 120000, 180000, 600000)
 ISOLATION_LATENCY_MS = 30000
 
 
@@ -19,18 +21,32 @@ class _FaultItem:
 
 
 class LatencyFaultTolerance:
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        latency_max_ms: Sequence[float] = LATENCY_MAX_MS,
+        not_available_duration_ms: Sequence[float] = NOT_AVAILABLE_DURATION_MS,
+    ) -> None:
+        if len(latency_max_ms) != len(not_available_duration_ms):
+            raise ValueError("latency_max_ms and not_available_duration_ms must have the same length")
+        self._table = list(zip(latency_max_ms, not_available_duration_ms, strict=True))
         self._items: dict[str, _FaultItem] = {}
 
     def update(self, broker_name: str, latency_ms: float, isolation: bool) -> None:
+        """Record a send's latency; ``isolation`` (the send failed) counts as 30 s of latency."""
         latency = ISOLATION_LATENCY_MS if isolation else latency_ms
-        duration = 0
-        for bound, avoid in zip(reversed(LATENCY_MAX), reversed(NOT_AVAILABLE_DURATION), strict=True):
+        duration = 0.0
+        for bound, avoid in reversed(self._table):
             if latency >= bound:
                 duration = avoid
                 break
-        self._items[broker_name] = _FaultItem(latency, time.monotonic() + duration / 1000)
+        self._items[broker_name] = _FaultItem(latency_ms, time.monotonic() + duration / 1000)
 
     def available(self, broker_name: str) -> bool:
         item = self._items.get(broker_name)
         return item is None or time.monotonic() >= item.available_at
+
+    def least_bad(self, broker_names: Sequence[str]) -> str | None:
+        """When every broker is being avoided: the one whose avoidance ends first (Java pickOneAtLeast
+        picks among the better half; the soonest-available one is the plain reading of that)."""
+        known = [(self._items[name].available_at, name) for name in broker_names if name in self._items]
+        return min(known)[1] if known else None

@@ -1,4 +1,5 @@
-"""The producer: sync, async, oneway, batch and ordered sends with retries and fault avoidance (spec 5.3)."""
+"""The producer: sync, async, oneway, batch and ordered sends with retries, and optional send-latency fault
+avoidance (spec 5.3)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from tidemq.client import api
 from tidemq.client.config import ClientConfig, strip_namespace, wrap_namespace
-from tidemq.client.fault import LatencyFaultTolerance
+from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, LatencyFaultTolerance
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.message_queue import MessageQueue
@@ -80,8 +81,14 @@ class Producer:
         compress_level: int = 5,
         max_message_size: int = 4 * 1024 * 1024,
         default_topic_queue_nums: int = 4,
-        fault_avoidance: bool = True,
+        send_latency_fault_enable: bool = False,
+        latency_max_ms: Sequence[float] = LATENCY_MAX_MS,
+        not_available_duration_ms: Sequence[float] = NOT_AVAILABLE_DURATION_MS,
     ) -> None:
+        """``send_latency_fault_enable`` (Java's sendLatencyFaultEnable, off by default): skip a broker
+        for a while after a slow or failed send, for as long as ``not_available_duration_ms`` says for the
+        first of ``latency_max_ms`` the latency reached (a failure counts as 30 s: 10 minutes with Java's
+        tables). Off, a send that failed is retried on another broker and nothing is remembered."""
         self.config = (config or ClientConfig(namesrv_addr=namesrv_addr)).with_unique_instance()
         self.group = wrap_namespace(self.config.namespace, group)
         self.send_timeout = send_timeout
@@ -90,9 +97,9 @@ class Producer:
         self.compress_level = compress_level
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
-        self.fault_avoidance = fault_avoidance
+        self.send_latency_fault_enable = send_latency_fault_enable
         self.interceptors: list[SendHook] = []
-        self._faults = LatencyFaultTolerance()
+        self._faults = LatencyFaultTolerance(latency_max_ms, not_available_duration_ms)
         self._queues: dict[str, list[MessageQueue]] = {}
         self._next = itertools.count()
         self._ids = UniqueIdGenerator(self.config.client_ip)
@@ -156,14 +163,29 @@ class Producer:
         return queues
 
     def _pick(self, queues: list[MessageQueue], last_broker: str | None) -> MessageQueue:
-        start = next(self._next)
-        for i in range(len(queues)):
-            mq = queues[(start + i) % len(queues)]
-            if mq.broker_name == last_broker and len({q.broker_name for q in queues}) > 1:
-                continue
-            if not self.fault_avoidance or self._faults.available(mq.broker_name):
-                return mq
-        return queues[start % len(queues)]
+        """The next queue, round robin (Java MQFaultStrategy.selectOneMessageQueue). With fault avoidance
+        on: the first whose broker is not being avoided. Off: the first not on ``last_broker``, the
+        broker this send just failed on."""
+        count = len(queues)
+        if self.send_latency_fault_enable:
+            start = next(self._next)
+            for i in range(count):
+                mq = queues[(start + i) % count]
+                if self._faults.available(mq.broker_name):
+                    return mq
+            least = self._faults.least_bad(sorted({q.broker_name for q in queues}))
+            on_least = [q for q in queues if q.broker_name == least]
+            return on_least[next(self._next) % len(on_least)] if on_least else queues[start % count]
+        if last_broker is not None:
+            for _ in range(count):
+                mq = queues[next(self._next) % count]
+                if mq.broker_name != last_broker:
+                    return mq
+        return queues[next(self._next) % count]
+
+    def _record_latency(self, broker_name: str, latency_ms: float, failed: bool) -> None:
+        if self.send_latency_fault_enable:
+            self._faults.update(broker_name, latency_ms, isolation=failed)
 
     # --- sending ------------------------------------------------------------------------------------
 
@@ -208,9 +230,11 @@ class Producer:
             return await self._send_to(queue, msg, topic, body, props, sys_flag, deadline)
         last_error: BaseException | None = None
         last_broker: str | None = None
+        attempts = 0
         for _attempt in range(1 + self.retry_times):
             if time.monotonic() >= deadline:
                 break
+            attempts += 1
             mq = self._pick(queues, last_broker)
             started = time.monotonic()
             try:
@@ -219,14 +243,30 @@ class Producer:
                 if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
                     raise
                 last_error, last_broker = exc, mq.broker_name
-                self._faults.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=True)
+                self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=True)
                 log.warning("send to %s failed (%s), retrying on another queue", mq, exc)
                 continue
-            self._faults.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=False)
+            self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=False)
             return result
-        raise MQClientError(
-            f"send to {msg.topic!r} failed after {1 + self.retry_times} attempts: {last_error}"
-        )
+        raise self._send_failed(f"send to {msg.topic!r}", attempts, deadline, timeout, last_error)
+
+    def _send_failed(
+        self,
+        what: str,
+        attempts: int,
+        deadline: float,
+        timeout: float | None,
+        last_error: BaseException | None,
+    ) -> MQClientError:
+        """The error for a send that got no success: "ran out of time" when the send timeout was used up
+        (as Java's "call timeout"), else how many attempts failed."""
+        tried = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if time.monotonic() >= deadline:
+            return MQClientError(
+                f"{what} ran out of time: no success within the {timeout or self.send_timeout:g} s send "
+                f"timeout ({tried}; last error: {last_error})"
+            )
+        return MQClientError(f"{what} failed after {tried}: {last_error}")
 
     async def _send_to(
         self,
@@ -351,15 +391,23 @@ class Producer:
         routed_queues = await self.queues_for(wire_topic)  # also names an explicit queue's broker address
         last_error: BaseException | None = None
         last_broker: str | None = None
+        attempts = 0
         for _attempt in range(1 + (0 if queue else self.retry_times)):
+            if time.monotonic() >= deadline:
+                break
+            attempts += 1
             mq = queue or self._pick(routed_queues, last_broker)
             header = self._header(wire_topic, mq.queue_id, 0, {Prop.WAIT: "true"}, batch=True)
             request = api.send_request(header, batch_body)
+            started = time.monotonic()
             try:
-                return await self._invoke(mq, request, deadline, ",".join(ids))
+                result = await self._invoke(mq, request, deadline, ",".join(ids))
             except (RemotingError, MQClientError, api.BrokerError) as exc:
                 if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
                     raise
                 last_error, last_broker = exc, mq.broker_name
-                self._faults.update(mq.broker_name, 0, isolation=True)
-        raise MQClientError(f"batch send to {topic!r} failed: {last_error}")
+                self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=True)
+                continue
+            self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=False)
+            return result
+        raise self._send_failed(f"batch send to {topic!r}", attempts, deadline, timeout, last_error)

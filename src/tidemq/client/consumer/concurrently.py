@@ -1,5 +1,6 @@
 """Concurrent consumption (Java ConsumeMessageConcurrentlyService): batches from any queue run in
-parallel on a bounded pool; failed messages go back to the broker for a delayed retry.
+parallel on a bounded pool; failed messages go back to the broker for a delayed retry. Either spelling of
+success acknowledges the batch up to ``ack_index``; either spelling of try-later none of it.
 
 The pool is ``consume_thread_max`` worker coroutines taking consume requests from one queue, as
 Java's threads take them from the executor's queue: no task is created per batch.
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RETRY_LOCALLY_AFTER_S = 5.0
+_CONSUME_SUCCESS = ConsumeStatus.CONSUME_SUCCESS
+_SUCCESS = ConsumeStatus.SUCCESS
 
 
 class ConcurrentConsumeService:
@@ -33,6 +36,7 @@ class ConcurrentConsumeService:
         self._workers: list[asyncio.Task[None]] = []
         self._tasks = TaskSet()  # local retries waiting out their delay
         self._cleaner: asyncio.Task[None] | None = None
+        self._warned: set[ConsumeStatus] = set()
 
     def start(self) -> None:
         self._cleaner = asyncio.create_task(self._clean_expired_loop())
@@ -71,9 +75,31 @@ class ConcurrentConsumeService:
         if pq.is_dropped():
             log.info("queue %s was dropped while consuming; not committing %d messages", mq, len(msgs))
             return
-        if status is not ConsumeStatus.CONSUME_SUCCESS:
-            msgs = await self._failed(status, error, ctx, msgs, pq, mq)
+        if status is _CONSUME_SUCCESS or status is _SUCCESS:
+            acked = len(msgs) if ctx.ack_index >= len(msgs) - 1 else max(0, ctx.ack_index + 1)
+        else:
+            acked = self._acked_otherwise(status, ctx, len(msgs))
+        if acked < len(msgs):
+            msgs = msgs[:acked] + await self._failed(status, error, ctx, msgs[acked:], pq, mq)
         self._done(msgs, pq, mq)
+
+    def _acked_otherwise(self, status: ConsumeStatus | None, ctx: ConsumeContext, size: int) -> int:
+        """How many leading messages an answer other than plain success acknowledges: none for a try-later
+        (or no status); an orderly-only COMMIT / ROLLBACK is read as success / try-later, with a warning
+        the first time, since a concurrent batch has nothing to commit or roll back."""
+        if status is ConsumeStatus.COMMIT or status is ConsumeStatus.ROLLBACK:
+            if status not in self._warned:
+                self._warned.add(status)
+                log.warning(
+                    "listener of group %s answered %s, an orderly status; a concurrent listener answers "
+                    "CONSUME_SUCCESS or RECONSUME_LATER (taking it as %s)",
+                    self.consumer.group,
+                    status.name,
+                    "CONSUME_SUCCESS" if status is ConsumeStatus.COMMIT else "RECONSUME_LATER",
+                )
+            if status is ConsumeStatus.COMMIT:
+                return size if ctx.ack_index >= size - 1 else max(0, ctx.ack_index + 1)
+        return 0
 
     def _done(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         offset = pq.remove(msgs)
@@ -91,12 +117,14 @@ class ConcurrentConsumeService:
     ) -> list[MessageExt]:
         """Send failed messages back for a delayed retry; returns those settled, the rest retry here."""
         if self.consumer.message_model is MessageModel.BROADCASTING:
+            if error is not None:
+                reason = f"{type(error).__name__}: {error}"
+            elif status is None:
+                reason = "no status"
+            else:
+                reason = "past ack_index" if status.ok or status is ConsumeStatus.COMMIT else status.name
             for msg in msgs:
-                log.warning(
-                    "broadcasting: dropping message %s that failed to consume (%s)",
-                    msg.msg_id,
-                    error or status,
-                )
+                log.warning("broadcasting: dropping message %s, not consumed (%s)", msg.msg_id, reason)
             return msgs
         settled: list[MessageExt] = []
         retry_here: list[MessageExt] = []
@@ -133,11 +161,12 @@ class ConcurrentConsumeService:
     async def close(self, timeout: float) -> None:
         """Let queued and running consume requests finish (up to ``timeout``), then stop the pool.
 
-        Local retries still waiting are dropped, as Java's shutdown drops its scheduled resubmits.
+        Local retries still waiting are dropped first, as Java's shutdown drops its scheduled resubmits:
+        their messages stay uncommitted, so the group's next consumer gets them.
         """
-        if self._cleaner is not None:
-            await cancel_and_wait([self._cleaner])
+        cleaner = [self._cleaner] if self._cleaner is not None else []
+        await cancel_and_wait([*cleaner, *self._tasks])
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._requests.join()
-        await cancel_and_wait([*self._workers, *self._tasks])
+        await cancel_and_wait(self._workers)

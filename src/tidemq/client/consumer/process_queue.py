@@ -93,15 +93,19 @@ class ProcessQueue:
         return out
 
     def commit(self) -> int:
-        """Orderly batch succeeded: forget it and return the next offset to consume, or -1."""
+        """Orderly: everything taken so far is consumed; forget it and return the next offset, or -1."""
         if not self._taken:
             return -1
-        offset = next(reversed(self._taken)) + 1
+        offset = max(self._taken) + 1
         for msg in self._taken.values():
             self.msg_count -= 1
             self.msg_size -= len(msg.body)
         self._taken.clear()
         return offset
+
+    def rollback(self) -> None:
+        """Orderly, manual commit: everything taken since the last commit is to be consumed again."""
+        self.consume_again(list(self._taken.values()))
 
     def consume_again(self, msgs: list[MessageExt]) -> None:
         """Orderly batch must be retried: put it back in front, in order."""

@@ -197,16 +197,19 @@ class PushConsumer:
             await asyncio.sleep(LOCK_INTERVAL_S)
 
     async def shutdown(self) -> None:
-        """Stop pulling, let in-flight listeners finish, persist offsets, unlock queues, unregister."""
+        """Stop pulling; let the listeners finish what was already fetched (up to ``await_termination_s``)
+        and commit it; persist offsets; then drop and unlock the queues and unregister. Java's order, so a
+        message whose listener finished is not delivered again to the group's next consumer."""
         if not self.running:
             return
         self.running = False
-        if self._lock_task is not None:
+        await self.rebalancer.stop_pulling()
+        await self.consume_service.close(self.await_termination_s)
+        if self._lock_task is not None:  # held until now: draining orderly queues needs their locks
             self._lock_task.cancel()
         mqs = set(self.rebalancer.process_queues)
-        await self.rebalancer.stop()
-        await self.consume_service.close(self.await_termination_s)
         await self.offset_store.persist_all(mqs)
+        self.rebalancer.drop_all()
         if self.orderly and self.message_model is MessageModel.CLUSTERING:
             await self.rebalancer.unlock(list(mqs))
         if self._inner_producer is not None:
@@ -232,16 +235,36 @@ class PushConsumer:
     async def run_listener(
         self, msgs: list[MessageExt], ctx: ConsumeContext
     ) -> tuple[ConsumeStatus | None, BaseException | None]:
+        """Call the listener. An exception, None or anything that is not a ConsumeStatus comes back as
+        status None (try later), each logged: a listener that keeps answering wrong must be seen, never
+        retried silently."""
         assert self._call_listener is not None
         status: ConsumeStatus | None = None
         error: BaseException | None = None
         try:
-            status = await self._call_listener(msgs, ctx)
+            result = await self._call_listener(msgs, ctx)
         except Exception as exc:
             error = exc
             log.warning("listener of group %s raised %s: %s", self.group, type(exc).__name__, exc)
-        if status is None and error is None:
-            log.warning("listener of group %s returned no status; treating it as a failure", self.group)
+        else:
+            if isinstance(result, ConsumeStatus):
+                status = result
+            elif result is None:
+                log.warning(
+                    "listener of group %s returned None for %d messages of %s; consuming them again later",
+                    self.group,
+                    len(msgs),
+                    ctx.message_queue,
+                )
+            else:
+                log.warning(
+                    "listener of group %s returned %r, which is not a ConsumeStatus; consuming its %d "
+                    "messages of %s again later (return ConsumeStatus.CONSUME_SUCCESS or RECONSUME_LATER)",
+                    self.group,
+                    result,
+                    len(msgs),
+                    ctx.message_queue,
+                )
         for hook in self.hooks:
             hook(msgs, ctx, status, error)
         return status, error
@@ -348,21 +371,23 @@ class PushConsumer:
         self.instance.rebalance_now()
 
     async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: run the listener on one message, commit nothing, report how it went."""
         started = time.monotonic()
         ctx = ConsumeContext(MessageQueue(msg.topic, msg.broker_name, msg.queue_id))
         status, error = await self.run_listener([msg], ctx)
-        result = (
-            "CR_SUCCESS"
-            if status is not None and status.ok
-            else "CR_THROW_EXCEPTION"
-            if error
-            else "CR_LATER"
-        )
-        if status is None and error is None:
-            result = "CR_RETURN_NULL"
+        if status is None:
+            result = "CR_THROW_EXCEPTION" if error else "CR_RETURN_NULL"
+        elif status.ok:
+            result = "CR_SUCCESS"
+        elif status is ConsumeStatus.COMMIT:
+            result = "CR_COMMIT" if self.orderly else "CR_SUCCESS"
+        elif status is ConsumeStatus.ROLLBACK:
+            result = "CR_ROLLBACK" if self.orderly else "CR_LATER"
+        else:
+            result = "CR_LATER"
         return {
             "order": self.orderly,
-            "autoCommit": True,
+            "autoCommit": ctx.auto_commit,
             "consumeResult": result,
             "remark": str(error) if error else None,
             "spentTimeMills": int((time.monotonic() - started) * 1000),

@@ -196,10 +196,15 @@ class Rebalancer:
                     [mq.to_json() for mq in items],
                 )
 
-    async def stop(self) -> None:
+    async def stop_pulling(self) -> None:
+        """Shutdown's first step: no more pulls or rebalances. The process queues stay, not dropped, so
+        what they hold can still be consumed and its offsets committed."""
         async with self._lock:  # no rebalance may start pull loops while we stop them
-            for pq in self.process_queues.values():
-                pq.dropped = True
             tasks = list(self._pulls.values())
             self._pulls.clear()
         await cancel_and_wait(tasks)
+
+    def drop_all(self) -> None:
+        """Shutdown's last step, once the consume service has drained and the offsets are persisted."""
+        for pq in self.process_queues.values():
+            pq.dropped = True

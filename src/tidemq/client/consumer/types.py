@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from tidemq.client.message_queue import MessageQueue
 from tidemq.remoting.message import MessageExt, tag_hash
@@ -27,27 +27,55 @@ class ConsumeFromWhere(enum.Enum):
 
 
 class ConsumeStatus(enum.Enum):
-    """Concurrent listeners answer CONSUME_SUCCESS or RECONSUME_LATER; orderly ones SUCCESS or
-    SUSPEND_CURRENT_QUEUE_A_MOMENT. An exception or None counts as the failure answer."""
+    """What a listener answers for a batch.
+
+    Java has two enums; here one holds both spellings and both consume services read them alike, so a
+    listener written for one service works in the other:
+
+    * success: ``CONSUME_SUCCESS`` (concurrent spelling) or ``SUCCESS`` (orderly spelling);
+    * try later: ``RECONSUME_LATER`` or ``SUSPEND_CURRENT_QUEUE_A_MOMENT``; an exception or None too;
+    * ``COMMIT`` / ``ROLLBACK``: orderly listeners that set ``context.auto_commit = False`` (Java's
+      ConsumeOrderlyStatus). With auto-commit on, both count as success, as in Java, with a warning; a
+      concurrent listener's ``COMMIT`` is a success and its ``ROLLBACK`` a try-later.
+
+    Anything else a listener returns is logged as a mistake and counts as try-later.
+    """
 
     CONSUME_SUCCESS = "CONSUME_SUCCESS"
     RECONSUME_LATER = "RECONSUME_LATER"
     SUCCESS = "SUCCESS"
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
 
     @property
     def ok(self) -> bool:
-        return self in (ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.SUCCESS)
+        """Either spelling of success (COMMIT and ROLLBACK are neither: see the orderly service)."""
+        return self in SUCCESS_STATUSES
+
+
+#: Both spellings of success.
+SUCCESS_STATUSES = frozenset({ConsumeStatus.CONSUME_SUCCESS, ConsumeStatus.SUCCESS})
+
+#: ``ack_index`` meaning "every message of the batch" (Java's default, Integer.MAX_VALUE).
+ACK_ALL = 2**31 - 1
 
 
 @dataclass(slots=True)
 class ConsumeContext:
+    """Handed to the listener with each batch; the listener may change the fields below to steer what
+    happens to the batch (Java's ConsumeConcurrentlyContext and ConsumeOrderlyContext in one)."""
+
     message_queue: MessageQueue
     #: Concurrent: the delay level the failed messages are sent back with (0: the broker decides).
     delay_level_when_next_consume: int = 0
-    #: Orderly: how long to wait before consuming the queue again after SUSPEND (ms).
+    #: Concurrent: on success, the index of the last message consumed; those after it are sent back for
+    #: a retry (clustering) or dropped with a warning (broadcasting). The default covers the whole batch.
+    ack_index: int = ACK_ALL
+    #: Orderly: how long to wait before consuming the queue again after a try-later answer (ms).
     suspend_current_queue_time_ms: int = 1000
-    #: Orderly: False to commit offsets yourself with ``ack_index``-style control (kept for API parity).
+    #: Orderly: True commits each successful batch. False leaves batches uncommitted until the listener
+    #: answers COMMIT (commit everything consumed so far) or ROLLBACK (consume it all again).
     auto_commit: bool = True
 
 
@@ -59,30 +87,23 @@ ConsumeHook = Callable[
 ]
 
 
-ListenerCall = Callable[[list[MessageExt], ConsumeContext], Awaitable[ConsumeStatus | None]]
+#: The listener as the services call it: whatever it answered, awaited, not yet checked.
+ListenerCall = Callable[[list[MessageExt], ConsumeContext], Awaitable[object]]
 
 
 def listener_call(listener: Listener, executor: Executor) -> ListenerCall:
     """How ``listener`` is run, decided once: a coroutine function on the loop, a plain function on the
     consume pool (where it may still hand back an awaitable)."""
     if inspect.iscoroutinefunction(listener):
+        return cast(ListenerCall, listener)  # awaited straight on the loop: no wrapper per batch
 
-        async def on_loop(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus | None:
-            return _status(await listener(msgs, ctx))
-
-        return on_loop
-
-    async def on_pool(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus | None:
+    async def on_pool(msgs: list[MessageExt], ctx: ConsumeContext) -> object:
         result = await asyncio.get_running_loop().run_in_executor(executor, listener, msgs, ctx)
         if inspect.isawaitable(result):
             result = await result
-        return _status(result)
+        return result
 
     return on_pool
-
-
-def _status(result: object) -> ConsumeStatus | None:
-    return result if isinstance(result, ConsumeStatus) else None
 
 
 @dataclass(slots=True)
