@@ -10,12 +10,12 @@ ALIONS_STAMP := $(ALIONS)/node_modules/.installed
 NSQJS := interop/nsqjs
 NSQJS_STAMP := $(NSQJS)/node_modules/.installed
 
-.PHONY: quickstart test lint typecheck pytest bench clean java
+.PHONY: quickstart test lint typecheck pytest bench clean java maven rocketmq-jars
 
 quickstart: $(STAMP) java
 	$(PY) -m tidemq.demo
 
-test: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) lint typecheck pytest
+test: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) rocketmq-jars lint typecheck pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
@@ -24,7 +24,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) java
+pytest: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) java rocketmq-jars
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
@@ -43,6 +43,27 @@ java:
 	@command -v java >/dev/null 2>&1 || { mkdir -p /usr/share/man/man1 && apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless; }
 
+# Real Apache RocketMQ for the java_broker tests: each generation's name server and broker jars, pinned by
+# interop/rocketmq-java/broker-<version>/pom.xml, resolved from Maven Central into .cache/ (git-ignored).
+ROCKETMQ_VERSIONS := 5.3.3 4.9.7
+ROCKETMQ_JARS := $(ROCKETMQ_VERSIONS:%=.cache/rocketmq/%/.resolved)
+MAVEN_REPO := $(CURDIR)/.cache/m2
+
+rocketmq-jars: $(ROCKETMQ_JARS)
+
+.cache/rocketmq/%/.resolved: interop/rocketmq-java/broker-%/pom.xml | maven
+	@mkdir -p $(@D)
+	@rm -rf $@ $(@D)/lib
+	@mvn -q -B -Dmaven.repo.local=$(MAVEN_REPO) -f $< dependency:copy-dependencies \
+		-DoutputDirectory=$(CURDIR)/$(@D)/lib > $(@D)/resolve.log 2>&1 || { \
+		echo "cannot resolve Apache RocketMQ $* (org.apache.rocketmq:rocketmq-broker:$*, rocketmq-namesrv:$*):" \
+			"$$(grep -m1 -o 'Could not .*' $(@D)/resolve.log || tail -n1 $(@D)/resolve.log)"; exit 1; }
+	@touch $@
+
+maven: java
+	@command -v mvn >/dev/null 2>&1 || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q maven; }
+
 # The Node clients of the interop tests (ali-ons, nsqjs), each pinned by its lockfile.
 interop/%/node_modules/.installed: interop/%/package-lock.json
 	command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q nodejs npm; }
@@ -50,7 +71,7 @@ interop/%/node_modules/.installed: interop/%/package-lock.json
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(ALIONS)/node_modules $(NSQJS)/node_modules var
+	rm -rf $(VENV) $(ALIONS)/node_modules $(NSQJS)/node_modules var .cache
 
 # tidemq against Redis Streams, RabbitMQ and NATS JetStream (benchmarks/peers; not part of `make test`):
 # the Debian servers when missing, their Python clients, then every workload (under 10 minutes).
