@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from tidemq.nsq.client import parse_duration
 from tidemq.nsq.config import NsqdConfig, TLSRequired
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -22,6 +23,33 @@ def host_port(value: str, option: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host or "0.0.0.0", int(port)
+
+
+def _percentiles(ctx: click.Context, param: click.Parameter, value: Any) -> list[float]:
+    """nsqd's ``--e2e-processing-latency-percentile``: repeatable, each maybe comma separated (0.99,0.95),
+    each in (0, 1]; a TOML config may give numbers."""
+    found: list[float] = []
+    for item in value or ():
+        for part in str(item).split(","):
+            try:
+                quantile = float(part)
+            except ValueError:
+                raise click.BadParameter(f"{part.strip()!r} is not a number") from None
+            if not 0 < quantile <= 1:
+                raise click.BadParameter(f"{quantile:g} is not in (0, 1]")
+            found.append(quantile)
+    return found
+
+
+def _window(ctx: click.Context, param: click.Parameter, value: Any) -> float:
+    """A Go duration (10m, 90s) or, from a TOML config, a number of seconds; positive."""
+    try:
+        seconds = float(value) if isinstance(value, int | float) else parse_duration(str(value))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a duration (use e.g. 10m, 90s, 1h)") from None
+    if seconds <= 0:
+        raise click.BadParameter(f"{value!r} is not a positive duration")
+    return seconds
 
 
 def option_group(*options: Decorator) -> Decorator:
@@ -80,6 +108,24 @@ nsq_options = option_group(
     click.option("--snappy/--no-snappy", default=True, show_default=True),
     click.option("--deflate/--no-deflate", default=True, show_default=True),
     click.option("--max-deflate-level", type=click.IntRange(1, 9), default=6, show_default=True),
+    click.option(
+        "--e2e-processing-latency-percentile",
+        "e2e_percentiles",
+        multiple=True,
+        callback=_percentiles,
+        metavar="QUANTILE",
+        help="NSQ: publish-to-FIN latency quantile in (0, 1] to report in /stats, e.g. 0.99 "
+        "(repeatable or comma separated; default none).",
+    ),
+    click.option(
+        "--e2e-processing-latency-window-time",
+        "e2e_window_s",
+        default="10m",
+        show_default=True,
+        callback=_window,
+        metavar="DURATION",
+        help="NSQ: how far back those quantiles look.",
+    ),
 )
 
 
@@ -108,4 +154,6 @@ def nsqd_config(host: str, tcp_port: int, http_port: int | None, opts: dict[str,
         snappy=opts.pop("snappy"),
         deflate=opts.pop("deflate"),
         max_deflate_level=opts.pop("max_deflate_level"),
+        e2e_processing_latency_percentiles=opts.pop("e2e_percentiles"),
+        e2e_processing_latency_window_s=opts.pop("e2e_window_s"),
     )

@@ -2,8 +2,9 @@
 
 A topic is a log in the store (topic ``nsq:<name>``, queue 0); the message id is the log offset in 16
 lower-case hex digits. A channel is a durable cursor over that log with its requeued, deferred and
-in-flight sets. What a channel persists (its cursor and every offset read but not finished, with its
-attempts) is enough to redeliver exactly the unfinished messages after a crash.
+in-flight sets. What a channel persists (its cursor, every offset read but not finished, with its
+attempts, and the FINs since in the FIN journal) is enough to redeliver exactly the unfinished messages
+after a crash.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tidemq.nsq.fin_journal import FinJournal, channel_key
 from tidemq.nsq.protocol import is_ephemeral
+from tidemq.nsq.quantile import E2eLatency, LatencySettings
 from tidemq.remoting.batch import property_value
 from tidemq.remoting.message import record_bodies
 from tidemq.store import GetResult, GetStatus, MessageStore
@@ -74,8 +77,8 @@ class Delivery:
     deadline: float
 
 
-#: A message in flight, under its id: (log offset, delivery).
-InFlight = tuple[int, Delivery]
+#: A message in flight, under its id: (log offset, delivery, nsqd timestamp in ns).
+InFlight = tuple[int, Delivery, int]
 
 
 @dataclass(slots=True)
@@ -87,13 +90,30 @@ class ChannelStats:
 
 class Channel:
     def __init__(
-        self, topic: Topic, name: str, next_offset: int, pending: dict[int, int] | None = None
+        self,
+        topic: Topic,
+        name: str,
+        next_offset: int,
+        pending: dict[int, int] | None = None,
+        *,
+        journal_id: int | None = None,
+        finished: Iterable[int] = (),
     ) -> None:
         self.topic = topic
         self.name = name
         self.ephemeral = is_ephemeral(name)
         self.paused = False
         self.clients: list[Subscriber] = []
+        #: Names this channel's records in the FIN journal; a channel made again under the same name (its
+        #: topic's log perhaps started over) gets a new one, so old records never apply to it.
+        self.journal_id = journal_id if journal_id is not None else random.getrandbits(63)
+        self.journal_key = channel_key(self.journal_id)
+        #: Offsets at or past the cursor already finished: FINs of messages read after the last snapshot,
+        #: found in the journal after a crash. Reading skips them.
+        self.finished = {offset for offset in finished if offset >= next_offset}
+        while next_offset in self.finished:
+            self.finished.discard(next_offset)
+            next_offset += 1
         self.next_offset = next_offset
         self.attempts: dict[int, int] = dict(pending or {})  # every read-but-unfinished offset
         self.requeued: deque[int] = deque(sorted(self.attempts))
@@ -109,6 +129,7 @@ class Channel:
         self.deleted = False
         #: Offset ranges [start, end) an ephemeral channel dropped because it was full.
         self.dropped: list[tuple[int, int]] = []
+        self.latency = E2eLatency(topic.latency) if topic.latency is not None else None
 
     @property
     def store(self) -> MessageStore:
@@ -129,12 +150,28 @@ class Channel:
         """The cursor and what must come again: the read-ahead (never delivered) is left to be read
         again from the cursor, so the snapshot stays small however much a channel holds in memory."""
         start = self.read_ahead[0][0] if self.read_ahead else self.next_offset
-        return {
+        snapshot: dict[str, Any] = {
             "name": self.name,
             "paused": self.paused,
             "next": start,
             "pending": {str(o): a for o, a in self.attempts.items() if a or o < start},
+            "id": self.journal_id,
         }
+        finished = self._finished_from(start)
+        if finished:
+            snapshot["finished"] = finished
+        return snapshot
+
+    def _finished_from(self, start: int) -> list[int]:
+        """Offsets from ``start`` on that are finished although the cursor saved is before them: a DPUB
+        (or a requeue) released and FINed among messages still held in the read-ahead, and FINs found in
+        the journal after a crash. Between ``start`` and the read position every offset not read-ahead is
+        known to ``attempts`` unless it is finished (or sampled out, which is finished for this channel)."""
+        found = sorted(self.finished)
+        if self.next_offset - start > len(self.read_ahead):  # a gap in the read-ahead: something finished
+            attempts = self.attempts
+            found = [o for o in range(start, self.next_offset) if o not in attempts] + found
+        return found
 
     # --- delivery ------------------------------------------------------------------------------------
 
@@ -176,7 +213,7 @@ class Channel:
                 tries = attempts.get(offset, 0) + 1
                 attempts[offset] = tries
                 msg_id = b"%016x" % offset  # the id is the log offset
-                in_flight[msg_id] = (offset, delivery)
+                in_flight[msg_id] = (offset, delivery, timestamp_ns)
                 append((timestamp_ns, tries, msg_id, body))
         finally:  # a read that fails part way still sends what is already in flight
             if batch:
@@ -226,13 +263,16 @@ class Channel:
         if result.status is not GetStatus.FOUND:
             return
         now = now_ms()
-        attempts, read_ahead = self.attempts, self.read_ahead
+        attempts, read_ahead, finished = self.attempts, self.read_ahead, self.finished
         stamped_props, stamped_ms, stamp = b"", -1, (0, 0)
         for offset, store_ms, body, props in record_bodies(result.records):
             if props != stamped_props or store_ms != stamped_ms:  # a batch's records share both
                 stamped_props, stamped_ms, stamp = props, store_ms, _stamp(props, store_ms)
             if (self.dropped and self._was_dropped(offset)) or attempts.get(offset):
                 continue  # dropped, or delivered before a restart: it comes again from the requeued set
+            if finished and offset in finished:
+                finished.discard(offset)  # FINed before a crash, after the snapshot's cursor
+                continue
             attempts[offset] = 0
             timestamp_ns, due_ms = stamp
             if due_ms > now:
@@ -249,7 +289,12 @@ class Channel:
         """Messages just appended at ``first``: a channel that had read everything before them takes them
         as they are, without reading them back from the store (nsqd's in-memory channel queue, up to
         ``limit`` waiting); one that lags behind reads them from the store when it gets there."""
-        if self.next_offset != first or self.dropped or len(self.read_ahead) + len(bodies) > limit:
+        if (
+            self.next_offset != first
+            or self.dropped
+            or self.finished
+            or len(self.read_ahead) + len(bodies) > limit
+        ):
             return
         attempts = self.attempts
         if due_ms:
@@ -285,11 +330,14 @@ class Channel:
             return _refusal(entry, msg_id, verb)
         return entry
 
-    def finish_many(self, client: Subscriber, msg_ids: list[bytes]) -> list[str]:
-        """FIN a run of ids (a consumer's FINs come in runs); returns the E_FIN_FAILED descriptions, in
-        order, of those that are not this client's in-flight messages. The caller pumps once after."""
+    def finish_many(self, client: Subscriber, msg_ids: list[bytes]) -> tuple[int, list[str]]:
+        """FIN a run of ids (a consumer's FINs come in runs) and record them in the FIN journal; returns
+        the journal position that makes them durable (0: nothing to wait for) and the E_FIN_FAILED
+        descriptions, in order, of those that are not this client's in-flight messages. The caller pumps
+        once after."""
         in_flight, attempts = self.in_flight, self.attempts
         problems = []
+        done: list[InFlight] = []
         for msg_id in msg_ids:
             entry = in_flight.get(msg_id)
             if entry is None or entry[1].client is not client:
@@ -297,9 +345,18 @@ class Channel:
                 continue
             del in_flight[msg_id]
             attempts.pop(entry[0], None)
-        client.in_flight -= len(msg_ids) - len(problems)
+            done.append(entry)
+        if not done:
+            return 0, problems
+        client.in_flight -= len(done)
         self._prune_deadlines()
-        return problems
+        if self.latency is not None:
+            now_ns = time.time_ns()
+            self.latency.record([now_ns - timestamp_ns for _, _, timestamp_ns in done])
+        journal = self.topic.journal
+        if journal is None or self.ephemeral:
+            return 0, problems
+        return journal.append(self.journal_key, [offset for offset, _, _ in done]), problems
 
     def requeue(self, client: Subscriber, msg_id: bytes, delay_ms: int) -> str | None:
         entry = self._owned(client, msg_id, "REQ")
@@ -319,12 +376,12 @@ class Channel:
         entry = self._owned(client, msg_id, "TOUCH")
         if isinstance(entry, str):
             return entry
-        offset, delivery = entry
+        offset, delivery, timestamp_ns = entry
         deadline = min(
             time.monotonic() + client.msg_timeout_ms / 1000, delivery.delivered_at + max_msg_timeout_ms / 1000
         )
         touched = Delivery(client, delivery.delivered_at, deadline)
-        self.in_flight[msg_id] = (offset, touched)
+        self.in_flight[msg_id] = (offset, touched, timestamp_ns)
         self._push_deadline(touched, [msg_id])
         return None
 
@@ -343,7 +400,7 @@ class Channel:
         if self._deadline_ids <= 2 * len(in_flight) + DEADLINE_SLACK:
             return
         by_delivery: dict[Delivery, list[bytes]] = {}  # a Delivery hashes by identity
-        for msg_id, (_, delivery) in in_flight.items():
+        for msg_id, (_, delivery, _) in in_flight.items():
             by_delivery.setdefault(delivery, []).append(msg_id)
         self._deadlines = [(d.deadline, next(self._tiebreak), ids, d) for d, ids in by_delivery.items()]
         heapq.heapify(self._deadlines)
@@ -391,13 +448,14 @@ class Channel:
         self.read_ahead.clear()
         self.requeued.clear()
         self.deferred.clear()
-        for _, delivery in self.in_flight.values():
+        for _, delivery, _ in self.in_flight.values():
             if delivery.client in self.clients:
                 delivery.client.in_flight = 0
         self.in_flight.clear()
         self._deadlines.clear()
         self._deadline_ids = 0
         self.attempts.clear()
+        self.finished.clear()
 
     def drop_overflow(self, first_new: int, end: int, limit: int) -> None:
         """An ephemeral channel holds at most ``limit`` waiting messages; like nsqd's memory queue in
@@ -428,6 +486,10 @@ def _sampled_out(rate: int) -> bool:
 class Topic:
     name: str
     store: MessageStore
+    #: Where FINs are recorded until the next snapshot (None: not kept, as in a bare test topic).
+    journal: FinJournal | None = None
+    #: The e2e processing latency to track for each channel (None: not tracked).
+    latency: LatencySettings | None = None
     paused: bool = False
     #: Where the backlog starts that the first channel to appear will receive.
     backlog_offset: int = 0

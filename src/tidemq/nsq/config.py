@@ -57,6 +57,18 @@ class NsqdConfig:
     tls_required: TLSRequired = TLSRequired.NO
     #: How often in-flight timeouts and deferred messages are checked.
     queue_scan_interval_ms: int = 50
+    #: Quantiles in (0, 1] of the time from publish to FIN to report in /stats, per channel and topic
+    #: (none: not tracked, as nsqd's default).
+    e2e_processing_latency_percentiles: list[float] = field(default_factory=list)
+    #: The window those quantiles cover (nsqd's --e2e-processing-latency-window-time, 10m).
+    e2e_processing_latency_window_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        for quantile in self.e2e_processing_latency_percentiles:
+            if not 0 < quantile <= 1:
+                raise ValueError(f"invalid E2E processing latency percentile: {quantile}")
+        if self.e2e_processing_latency_window_s <= 0:
+            raise ValueError("the E2E processing latency window must be positive")
 
     @property
     def broadcast_host(self) -> str:

@@ -1,4 +1,11 @@
-"""One client connection to nsqd: the TCP V2 state machine (spec 1.4-1.10)."""
+"""One client connection to nsqd: the TCP V2 state machine (spec 1.4-1.10).
+
+With sync flush a FIN, which nsqd never answers, is made durable before anything nsqd writes to the
+connection after it: output from then on is held until the FIN journal's fsync covers the FIN (one fsync
+serves every connection's FINs, like the commit log's for publishes). So a consumer that has seen any
+frame written after its FIN (a message the freed RDY let through, the answer to a later command, a
+heartbeat) knows a crash cannot bring that message back.
+"""
 
 from __future__ import annotations
 
@@ -81,6 +88,12 @@ class NsqConnection(BufferedReceiver):
         self._heartbeat: asyncio.Task[None] | None = None
         #: nsqd's output buffer with a timeout of one loop pass (held during a TLS upgrade).
         self._output = OutputBuffer(self._send)
+        self._sync_flush = nsqd.sync_flush
+        #: Sync flush: the FIN journal position of this connection's last FIN, until it is durable.
+        self._fin_gate = 0
+        #: Output written after a FIN that was not durable yet: (journal position it waits for, data).
+        self._held: list[tuple[int, Bytes]] = []
+        self._close_when_released = False
         self._identified = False
         self._closed = False
 
@@ -119,6 +132,8 @@ class NsqConnection(BufferedReceiver):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.nsqd.connections.discard(self)
+        self.nsqd.journal.waiters.discard(self)
+        self._held.clear()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
         if self.channel is not None:
@@ -135,7 +150,34 @@ class NsqConnection(BufferedReceiver):
         return self.state is State.SUBSCRIBED and not self._closed
 
     def _send(self, data: Bytes) -> None:
-        """The output buffer's sink: one (compressed) write; a client that stopped reading is dropped."""
+        """The output buffer's sink: held while a FIN before it is not durable, else written."""
+        if self._fin_gate:
+            if self._held or self._fin_gate > self.nsqd.journal.durable:
+                self._held.append((self._fin_gate, data))
+                return
+            self._fin_gate = 0
+        self._write(data)
+
+    def fins_durable(self, durable: int) -> bool:
+        """The FIN journal is durable up to ``durable``: write the output that waited for that, in order;
+        True once nothing waits any more."""
+        held = self._held
+        ready = 0
+        while ready < len(held) and held[ready][0] <= durable:
+            ready += 1
+        if ready:
+            parts = [data for _, data in held[:ready]]
+            del held[:ready]
+            self._write(parts[0] if len(parts) == 1 else b"".join(parts))
+        if held or self._fin_gate > durable:
+            return False
+        self._fin_gate = 0
+        if self._close_when_released and self.transport is not None:
+            self.transport.close()
+        return True
+
+    def _write(self, data: Bytes) -> None:
+        """One (compressed) write; a client that stopped reading is dropped."""
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -165,7 +207,9 @@ class NsqConnection(BufferedReceiver):
         here on nothing more is read from it or delivered to it."""
         self._closed = True
         self._output.flush()
-        if self.transport is not None:
+        if self._held:  # the last frames wait for a FIN to be durable; the close comes after them
+            self._close_when_released = True
+        elif self.transport is not None:
             self.transport.close()
 
     async def _heartbeats(self) -> None:
@@ -244,8 +288,11 @@ class NsqConnection(BufferedReceiver):
         """FIN on the channel in one pass; each id that is not this client's in flight is answered
         E_FIN_FAILED (not fatal), in order."""
         assert self.channel is not None
-        problems = self.channel.finish_many(self, msg_ids)
+        position, problems = self.channel.finish_many(self, msg_ids)
         self.stats["finish_count"] += len(msg_ids) - len(problems)
+        if position and self._sync_flush:
+            self._fin_gate = position
+            self.nsqd.journal.waiters.add(self)
         for problem in problems:
             self._answer_error(NSQError("E_FIN_FAILED", problem, fatal=False))
 

@@ -145,7 +145,7 @@ async def _read_body(request: web.Request, limit: int, too_big: str) -> bytes:
 
 
 async def ping(request: web.Request) -> web.Response:
-    error = _nsqd(request).health_error
+    error = _nsqd(request).health_problem
     if error:
         return web.Response(text=f"NOK - {error}", status=500)
     return web.Response(text="OK")
@@ -223,6 +223,7 @@ async def topic_delete(request: web.Request) -> web.Response:
 
 async def topic_empty(request: web.Request) -> web.Response:
     _find_topic(request, _topic_name(request)).empty()
+    _nsqd(request).persist()  # what was emptied must not come back after a crash
     return v1_text()
 
 
@@ -250,6 +251,7 @@ async def channel_delete(request: web.Request) -> web.Response:
 async def channel_empty(request: web.Request) -> web.Response:
     _, channel = _existing_channel(request)
     channel.empty()
+    _nsqd(request).persist()  # what was emptied must not come back after a crash
     return v1_text()
 
 

@@ -2,7 +2,8 @@
 
 Unlike nsqd, a publish is answered only once the store holds it (and, with sync flush, has fsynced it),
 and channel cursors are persisted, so an acknowledged PUB survives a crash and a message that was not
-FINed is delivered again after a restart.
+FINed is delivered again after a restart. FINs are journaled between snapshots of the channel state (see
+``fin_journal``), so a finished message is not delivered again either.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from tidemq.nsq.auth import Authenticator
 from tidemq.nsq.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
 from tidemq.nsq.config import VERSION, NsqdConfig
 from tidemq.nsq.connection import NsqConnection
+from tidemq.nsq.fin_journal import FinJournal, channel_key, journal_files, replay
 from tidemq.nsq.http_api import make_app
 from tidemq.nsq.lookup_peer import LookupdRegistrar
-from tidemq.nsq.protocol import NSQError
+from tidemq.nsq.protocol import NSQError, is_ephemeral
+from tidemq.nsq.quantile import LatencySettings
 from tidemq.remoting.batch import build_uniform_batch
 from tidemq.remoting.message import encode_properties
 from tidemq.store import FlushMode, MessageStore, StoreError
@@ -56,6 +59,17 @@ class Nsqd:
         )
         self._meta_path = Path(store.config.data_dir) / "nsq" / "nsqd.json"
         self._state_file = JsonSnapshots(self._meta_path)
+        percentiles = tuple(config.e2e_processing_latency_percentiles)
+        self._latency = (
+            LatencySettings(percentiles, config.e2e_processing_latency_window_s) if percentiles else None
+        )
+        self._journal_dir = self._meta_path.parent / "fins"
+        self.journal = FinJournal(
+            self._journal_dir,
+            0,
+            sync=self.sync_flush,
+            fsync_interval_s=store.config.flush_interval_ms / 1000,
+        )
         self._server: asyncio.Server | None = None
         self._http: web.AppRunner | None = None
         self.registrar: LookupdRegistrar | None = None
@@ -73,44 +87,84 @@ class Nsqd:
     # --- persistence ----------------------------------------------------------------------------------
 
     def _load(self) -> None:
+        """The last snapshot, with the FINs journaled since applied over it; then a new snapshot of that,
+        so the journal starts afresh."""
         data = read_json(self._meta_path, {})
+        first = int(data.get("fin_journal", 0))
+        fins: dict[bytes, set[int]] = {}
+        for key, offsets in replay(self._journal_dir, first):
+            fins.setdefault(key, set()).update(offsets)
         for item in data.get("topics") or []:
             topic = self._new_topic(item["name"])
             topic.paused = bool(item.get("paused"))
             end = topic.end_offset
             topic.backlog_offset = min(int(item.get("backlog", 0)), end)
             for ch in item.get("channels") or []:
-                pending = {int(o): int(a) for o, a in (ch.get("pending") or {}).items()}
+                journal_id = int(ch["id"]) if "id" in ch else None
+                done = fins.get(channel_key(journal_id), set()) if journal_id is not None else set()
+                pending = {int(o): int(a) for o, a in (ch.get("pending") or {}).items() if int(o) not in done}
+                finished = done.union(int(o) for o in ch.get("finished") or ())
                 cursor, pending = _within_log(
                     f"{topic.name}/{ch['name']}", int(ch.get("next", 0)), pending, end
                 )
-                channel = Channel(topic, ch["name"], cursor, pending)
+                channel = Channel(
+                    topic,
+                    ch["name"],
+                    cursor,
+                    pending,
+                    journal_id=journal_id,
+                    finished=(o for o in finished if o < end),
+                )
                 channel.paused = bool(ch.get("paused"))
                 topic.channels[channel.name] = channel
         known = {t.store_topic for t in self.topics.values()}
         for orphan in self.store.topic_names():
             if orphan.startswith(STORE_PREFIX) and orphan not in known:
-                log.info("nsqd: dropping %s left by an ephemeral topic", orphan)
+                log.info("nsqd: dropping %s left by an ephemeral or deleted topic", orphan)
                 self.store.delete_topic(orphan)
+        files = journal_files(self._journal_dir)
+        self.journal.generation = max([first, *(number for number, _ in files)]) + 1
+        if files or (data and "fin_journal" not in data):  # the journal replayed, or channels given ids
+            self.persist()
 
     def persist(self) -> None:
-        """Write topic and channel state now, on the loop (at close, and when a pause must stick)."""
-        self._state_file.write_now(self._state())
+        """Write topic and channel state now, on the loop (at close, when a topic or channel appears or
+        goes, when a pause must stick); the FIN journal before it is no longer needed."""
+        generation = self.journal.rotate()
+        self._state_file.write_now(self._state(generation))
+        self.journal.drop_before(generation)
 
-    def _state(self) -> dict[str, Any]:
+    def _persist_event(self, what: str) -> None:
+        """Persist because a topic or channel appeared or went, as nsqd does: a topic must be known before
+        its first message is stored (a topic missing from the state is dropped at start), and a channel
+        before FINs are journaled for it. A failed write is retried by the periodic persist."""
+        try:
+            self.persist()
+        except OSError as exc:
+            self.health_error = f"persisting metadata failed: {exc}"
+            log.error("nsqd: persisting topic and channel state after %s failed: %s", what, exc)
+
+    def _state(self, journal_generation: int) -> dict[str, Any]:
         topics = [t.snapshot() for t in self.topics.values() if not t.ephemeral]
-        return {"topics": topics, "version": VERSION}
+        return {"topics": topics, "fin_journal": journal_generation, "version": VERSION}
+
+    @property
+    def health_problem(self) -> str:
+        """Why the last disk write (of the log, or of the FIN journal) failed; "" when all is well."""
+        return self.health_error or self.journal.error
 
     # --- topics and channels --------------------------------------------------------------------------
 
     def _new_topic(self, name: str) -> Topic:
-        topic = Topic(name, self.store)
+        topic = Topic(name, self.store, self.journal, self._latency)
         topic.on_channel = lambda channel, created: self._channel_event(name, channel, created)
         self.topics[name] = topic
         return topic
 
     def _channel_event(self, topic: str, channel: str, created: bool) -> None:
         log.info("nsqd: channel %s/%s %s", topic, channel, "created" if created else "deleted")
+        if not (is_ephemeral(topic) or is_ephemeral(channel)):
+            self._persist_event(f"channel {topic}/{channel} was {'created' if created else 'deleted'}")
         if self.registrar is not None:
             (self.registrar.register if created else self.registrar.unregister)(topic, channel)
 
@@ -130,6 +184,8 @@ class Nsqd:
             topic = self._new_topic(name)
             topic.backlog_offset = topic.end_offset
             log.info("nsqd: topic %s created", name)
+            if not topic.ephemeral:
+                self._persist_event(f"topic {name} was created")
             if self.registrar is not None:
                 self.registrar.register(name)
         return topic
@@ -166,6 +222,8 @@ class Nsqd:
         for channel_name in list(topic.channels):
             topic.remove_channel(channel_name)
         self.store.delete_topic(topic.store_topic)
+        if not topic.ephemeral:
+            self._persist_event(f"topic {name} was deleted")
         if self.registrar is not None:
             self.registrar.unregister(name)
         return True
@@ -260,6 +318,7 @@ class Nsqd:
             site = web.TCPSite(self._http, self.config.tcp_host, self.config.http_port, reuse_address=True)
             await site.start()
             self.config.http_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.journal.start()
         self._tasks = [asyncio.create_task(self._scan_loop()), asyncio.create_task(self._persist_loop())]
         info = self.info()
         identity = {k: info[k] for k in ("version", "tcp_port", "http_port", "hostname", "broadcast_address")}
@@ -287,13 +346,16 @@ class Nsqd:
         worker thread (so no request waits on the disk), and an unchanged state is not written again."""
         while True:
             await asyncio.sleep(PERSIST_INTERVAL_S)
-            state = self._state()
+            generation = self.journal.rotate_if_large()
+            state = self._state(generation)
             if state == self._state_file.last:
                 continue
             try:
                 await self._state_file.write_off_loop(state)
             except OSError as exc:
                 log.error("nsqd: persisting topic and channel state failed: %s", exc)
+                continue
+            self.journal.drop_before(generation)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -301,6 +363,7 @@ class Nsqd:
         for conn in list(self.connections):
             conn.close()
         await cancel_and_wait(self._tasks)
+        await self.journal.stop()  # connections waiting for their FINs get their last frames, and close
         if self.registrar is not None:
             await self.registrar.close()
         if self._http is not None:
@@ -343,6 +406,8 @@ class Nsqd:
             "max_channel_consumers": cfg.max_channel_consumers,
             "auth_http_addresses": cfg.auth_http_addresses,
             "tls_required": int(cfg.tls_required),
+            "e2e_processing_latency_percentiles": cfg.e2e_processing_latency_percentiles,
+            "e2e_processing_latency_window_time": int(cfg.e2e_processing_latency_window_s * 1e9),
         }
 
     def info(self) -> dict[str, object]:

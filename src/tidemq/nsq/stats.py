@@ -1,7 +1,9 @@
 """``/stats`` in nsqd's shapes (spec 3.3): JSON field names and order as nsqd emits them, and the text form.
 
 nsqadmin and monitoring scripts read these fields by name, so the JSON mirrors nsqd even where tidemq
-has nothing to report (latency percentiles, Go heap figures): those get neutral values.
+has nothing to report (Go heap figures): those get neutral values. End-to-end processing latency
+quantiles are reported per channel and per topic when nsqd is told which to track
+(``--e2e-processing-latency-percentile``); otherwise their object is empty, as nsqd's is.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from tidemq.nsq.config import VERSION
+from tidemq.nsq.quantile import human_ns, latency_result
 
 if TYPE_CHECKING:
     from tidemq.nsq.channel import Channel, Topic
@@ -92,8 +95,16 @@ def channel_stats(channel: Channel, include_clients: bool) -> dict[str, Any]:
         "client_count": len(channel.clients),
         "clients": clients,
         "paused": channel.paused or channel.topic.paused,
-        "e2e_processing_latency": NO_LATENCY,
+        "e2e_processing_latency": _latency([channel]) if channel.latency is not None else NO_LATENCY,
     }
+
+
+def _latency(channels: list[Channel]) -> dict[str, Any]:
+    """The merged e2e processing latency of ``channels`` (a topic's: all of them, as nsqd merges them)."""
+    sources = [ch.latency for ch in channels if ch.latency is not None]
+    if not sources:
+        return NO_LATENCY
+    return latency_result(sources[0].settings, sources)
 
 
 def topic_stats(topic: Topic, query: StatsQuery) -> dict[str, Any]:
@@ -111,7 +122,7 @@ def topic_stats(topic: Topic, query: StatsQuery) -> dict[str, Any]:
         "message_count": topic.message_count,
         "message_bytes": topic.message_bytes,
         "paused": topic.paused,
-        "e2e_processing_latency": NO_LATENCY,
+        "e2e_processing_latency": _latency(list(topic.channels.values())),
     }
 
 
@@ -143,7 +154,7 @@ def nsqd_stats(nsqd: Nsqd, query: StatsQuery) -> dict[str, Any]:
         ]
     stats: dict[str, Any] = {
         "version": VERSION,
-        "health": f"NOK - {nsqd.health_error}" if nsqd.health_error else "OK",
+        "health": f"NOK - {nsqd.health_problem}" if nsqd.health_problem else "OK",
         "start_time": int(nsqd.started_at),
         "topics": topics,
     }
@@ -165,6 +176,11 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes}m{secs}s" if hours else f"{minutes}m{secs}s" if minutes else f"{secs}s"
 
 
+def _latency_text(latency: dict[str, Any]) -> str:
+    """nsqd's ``e2e%:`` column: each tracked quantile's value, in the order asked for."""
+    return ", ".join(human_ns(p["value"]) for p in latency["percentiles"] or ())
+
+
 def render_text(stats: dict[str, Any]) -> str:
     """The plain-text /stats page, laid out like nsqd's for people reading it in a terminal."""
     now = time.time()
@@ -183,14 +199,15 @@ def render_text(stats: dict[str, Any]) -> str:
         for t in stats["topics"]:
             lines.append(
                 f"   [{t['topic_name']:<25}] depth: {t['depth']:<5} be-depth: {t['backend_depth']:<5} "
-                f"msgs: {t['message_count']:<8}"
+                f"msgs: {t['message_count']:<8} e2e%: {_latency_text(t['e2e_processing_latency'])}"
             )
             for c in t["channels"]:
                 lines.append(
                     f"      [{c['channel_name']:<25}] depth: {c['depth']:<5} "
                     f"be-depth: {c['backend_depth']:<5} inflt: {c['in_flight_count']:<4} "
                     f"def: {c['deferred_count']:<4} re-q: {c['requeue_count']:<5} "
-                    f"timeout: {c['timeout_count']:<5} msgs: {c['message_count']:<8}"
+                    f"timeout: {c['timeout_count']:<5} msgs: {c['message_count']:<8} "
+                    f"e2e%: {_latency_text(c['e2e_processing_latency'])}"
                 )
                 for cl in c["clients"] or []:
                     lines.append(
