@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.consumer_support import Collector, consumer, wait_until
-from tests.rocketmq_cluster import VERSIONS, JavaCluster, java_cluster
+from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, drain, java_cluster
 from tests.support import run, unique
 from tidemq.client import (
     BlockingLitePullConsumer,
@@ -39,40 +39,6 @@ def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[JavaCluster]:
     yield from java_cluster(request.param, tmp_path_factory.mktemp(f"rocketmq-{request.param}"))
-
-
-async def create_topic(cluster: JavaCluster, topic: str, queues: int = 4) -> None:
-    """On both masters, then wait until the name server routes it to both."""
-    async with Admin(cluster.namesrv) as admin:
-        created = await admin.create_topic(topic, queues)
-        assert len(created) == 2, created
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                route = await admin.route(topic)
-            except Exception:
-                route = None
-            if route is not None and len(route.brokers) == 2:
-                return
-            await asyncio.sleep(0.3)
-    raise AssertionError(f"{topic} was not routed to both brokers")
-
-
-async def drain(cluster: JavaCluster, topic: str, expect: int, timeout: float = 30.0) -> list[MessageExt]:
-    """Every message of ``topic`` from the first offset, through a lite pull consumer, once ``expect``
-    have arrived (and a moment more, to catch extras)."""
-    c = LitePullConsumer(unique("drain"), cluster.namesrv, consume_from_where=FIRST)
-    c.subscribe(topic)
-    await c.start()
-    got: list[MessageExt] = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(got) < expect and time.monotonic() < deadline:
-            got += await c.poll(1.0)
-        got += await c.poll(0.5)
-    finally:
-        await c.shutdown()
-    return got
 
 
 def test_producer_every_send_kind_arrives_as_sent(cluster: JavaCluster) -> None:
