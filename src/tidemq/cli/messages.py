@@ -289,7 +289,7 @@ async def _produce(
     async with Producer(group, namesrv) as producer:
         with (
             click.progressbar(length=count, label="sending", file=sys.stderr)
-            if count and fmt == "text"
+            if count and fmt == "text" and sys.stderr.isatty()
             else _nullbar() as bar
         ):
             sends = _Sends(in_flight, fmt, bar, stop)
