@@ -166,9 +166,11 @@ def register(main: click.Group) -> None:
             )
         else:
             summary = f"published {out.count} messages to {topic}"
+        if out.error is not None:
+            click.echo(f"Error: publish failed: {out.error}", err=True)
         click.echo(summary + out.stopped_by, err=True)
         if out.error is not None:
-            raise click.ClickException(f"publish failed: {out.error}")
+            sys.exit(1)
 
     @nsq.command(
         epilog="SIGINT (Ctrl-C) or SIGTERM stops it cleanly: what was printed is finished (FIN), the rest "
