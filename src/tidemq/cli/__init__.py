@@ -37,13 +37,15 @@ def load_config_file(ctx: click.Context, param: click.Parameter, value: str | No
 @click.version_option(__version__, prog_name="tidemq")
 @click.option(
     "--log-level",
-    default="INFO",
-    show_default=True,
+    default=None,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="[default: INFO for the servers; ERROR for the client commands, whose -v shows more]",
 )
-def main(log_level: str) -> None:
+def main(log_level: str | None) -> None:
     """tidemq: a pure-Python message queue speaking RocketMQ 4.x remoting and NSQ."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=(log_level or "INFO").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 from tidemq.cli import admin, lookupd, messages, nsq_tools, servers  # noqa: E402

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 import orjson
 
-from tidemq.cli.messages import format_option, message_record, namesrv_option
+from tidemq.cli.common import format_option, message_record, namesrv_option, verbose_option
 from tidemq.client.admin import Admin
 from tidemq.client.api import BrokerError
 from tidemq.client.instance import MQClientError
@@ -44,6 +44,7 @@ def register(main: click.Group) -> None:
 
     @topic.command("create")
     @namesrv_option
+    @verbose_option
     @click.argument("name")
     @click.option("--queues", type=click.IntRange(1, 1024), default=4, show_default=True)
     @click.option("--cluster", default=None, help="Only the brokers of this cluster (default: every broker).")
@@ -54,6 +55,7 @@ def register(main: click.Group) -> None:
 
     @topic.command("list")
     @namesrv_option
+    @verbose_option
     def topic_list(namesrv: str) -> None:
         """Every topic the name server routes."""
         for name in _run(namesrv, lambda a: a.topic_list()):
@@ -61,6 +63,7 @@ def register(main: click.Group) -> None:
 
     @topic.command("route")
     @namesrv_option
+    @verbose_option
     @click.argument("name")
     def topic_route(namesrv: str, name: str) -> None:
         """The topic's route: brokers and their queue counts."""
@@ -83,6 +86,7 @@ def register(main: click.Group) -> None:
 
     @topic.command("stats")
     @namesrv_option
+    @verbose_option
     @click.argument("name")
     def topic_stats(namesrv: str, name: str) -> None:
         """Min and max offset of every queue."""
@@ -109,8 +113,9 @@ def register(main: click.Group) -> None:
 
     @group.command("progress")
     @namesrv_option
+    @verbose_option
     @click.argument("name")
-    @click.option("--topic", default=None)
+    @click.option("--topic", default=None, help="Only this topic.")
     @format_option
     def group_progress(namesrv: str, name: str, topic: str | None, fmt: str) -> None:
         """Per queue: the broker's max offset, the group's committed offset, and the lag."""
@@ -134,9 +139,21 @@ def register(main: click.Group) -> None:
 
     @message.command("get")
     @namesrv_option
-    @click.option("--id", "msg_id", required=True, help="Offset message id, or a unique key with --topic.")
-    @click.option("--topic", default=None)
+    @verbose_option
+    @click.option(
+        "--id",
+        "msg_id",
+        required=True,
+        help="The offset message id, or the unique key (the msg_id `tidemq produce` prints) with --topic.",
+    )
+    @click.option("--topic", default=None, help="Topic of the message; needed to look up a unique key.")
     def message_get(namesrv: str, msg_id: str, topic: str | None) -> None:
+        """Print one message, its body and properties, found by id (as mqadmin queryMsgById).
+
+        An offset message id (broker address and commit-log offset, the offset_msg_id of `tidemq produce
+        --format json`) is read from its broker directly. A unique key (the msg_id a producer prints) is
+        looked up in the broker's index, which needs the topic.
+        """
         msg = _run(namesrv, lambda a: a.message_by_id(msg_id, topic))
         click.echo(
             orjson.dumps(
@@ -146,11 +163,27 @@ def register(main: click.Group) -> None:
 
     @message.command("query")
     @namesrv_option
-    @click.option("--topic", required=True)
-    @click.option("--key", required=True)
-    def message_query(namesrv: str, topic: str, key: str) -> None:
-        found = _run(namesrv, lambda a: a.query(topic, key))
+    @verbose_option
+    @click.option("--topic", required=True, help="Topic to search.")
+    @click.option("--key", required=True, help="A key the producer gave the message (KEYS).")
+    @click.option(
+        "--max",
+        "max_num",
+        type=click.IntRange(1, 10_000),
+        default=64,
+        show_default=True,
+        help="Print at most this many (a notice on stderr says when more matched).",
+    )
+    def message_query(namesrv: str, topic: str, key: str, max_num: int) -> None:
+        """Print the messages of a topic with a key, one JSON object a line, in the order they were stored
+        (as mqadmin queryMsgByKey)."""
+        found = _run(namesrv, lambda a: a.query(topic, key, max_num=max_num + 1))
         if not found:
             raise click.ClickException(f"no message with key {key!r} in {topic}")
-        for msg in found:
+        for msg in found[-max_num:]:  # brokers search their index newest first
             click.echo(orjson.dumps(message_record(msg)).decode())
+        if len(found) > max_num:
+            click.echo(
+                f"more than {max_num} messages have key {key!r}: showing the newest {max_num} (see --max)",
+                err=True,
+            )

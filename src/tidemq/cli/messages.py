@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-import base64
+import functools
 import os
 import sys
 import time
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import click
 import orjson
 
+from tidemq.cli.common import (
+    StopOnSignal,
+    body_text,
+    format_option,
+    message_record,
+    namesrv_option,
+    stdin_records,
+    verbose_option,
+)
 from tidemq.client import (
     ConsumeFromWhere,
     ConsumeStatus,
@@ -20,42 +32,43 @@ from tidemq.client import (
     MQClientError,
     Producer,
     PushConsumer,
+    SendResult,
 )
 from tidemq.client.consumer.types import ConsumeContext
+from tidemq.client.producer import validate_topic
 from tidemq.remoting.message import MessageExt
 
-namesrv_option = click.option(
-    "--namesrv", default="127.0.0.1:9876", show_default=True, help="Name server HOST:PORT."
+__all__ = ["format_option", "message_record", "namesrv_option", "register"]
+
+SIGNALS_HELP = (
+    "SIGINT (Ctrl-C) or SIGTERM stops it cleanly: {what}, it prints the summary and exits 0; "
+    "a second signal ends it at once."
 )
-format_option = click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+FROM_HELP = (
+    "Where a group with no committed offset starts (a group with offsets resumes from them). "
+    "last: a new group starts at the end of each queue, except a queue whose first message is still "
+    "in the broker's memory (under 40% of RAM behind the log's end, as Java's "
+    "checkInDiskByConsumeOffset): that queue is read from its start. first: every queue from its "
+    "start. timestamp: from the first message stored at --timestamp or later (the same exception as "
+    "last applies)."
 )
 
 
-def message_record(msg: MessageExt) -> dict[str, Any]:
+def _timestamp(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """yyyyMMddHHmmss as Java's consumeTimestamp; checked now, not when the first queue is assigned."""
+    if value is None:
+        return None
     try:
-        body: str = msg.body.decode()
-        encoding = "utf-8"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(msg.body).decode(), "base64"
-    return {
-        "topic": msg.topic,
-        "broker": msg.broker_name,
-        "queue": msg.queue_id,
-        "offset": msg.queue_offset,
-        "msg_id": msg.msg_id,
-        "keys": msg.keys,
-        "tags": msg.tags,
-        "body": body,
-        "body_encoding": encoding,
-        "reconsume_times": msg.reconsume_times,
-        "born_timestamp": msg.born_timestamp,
-        "store_timestamp": msg.store_timestamp,
-    }
+        if len(value) != 14 or not value.isdigit():
+            raise ValueError(value)
+        datetime.strptime(value, "%Y%m%d%H%M%S")
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not yyyyMMddHHmmss, e.g. 20240131235959") from None
+    return value
 
 
 def register(main: click.Group) -> None:
-    @main.command()
+    @main.command(epilog=SIGNALS_HELP.format(what="it reads no more input, waits for the sends under way"))
     @namesrv_option
     @click.option("--topic", "-t", required=True)
     @click.option("--tag", default=None, help="Tag of every message.")
@@ -85,21 +98,39 @@ def register(main: click.Group) -> None:
         help="Sends awaited at once.",
     )
     @format_option
+    @verbose_option
     def produce(**opts: Any) -> None:
-        """Send stdin lines (or -n synthetic messages) to a topic."""
+        """Send stdin lines (or -n synthetic messages) to a topic.
+
+        With --format json, one line per message on stdout: its acknowledgement, or its error. After the
+        first failed send nothing more is read; the sends under way finish, the summary says how many
+        were acknowledged and how many failed, and the exit status is 1.
+        """
         if opts["count"] is None and sys.stdin.isatty():
             raise click.UsageError("give -n N, or pipe lines into stdin")
         try:
-            sent, seconds = asyncio.run(_produce(**opts))
+            validate_topic(opts["topic"])
         except MQClientError as exc:
-            raise click.ClickException(str(exc)) from None
-        click.echo(
-            f"sent {sent} messages to {opts['topic']} in {seconds:.2f}s "
-            f"({sent / max(seconds, 1e-9):,.0f} msg/s)",
-            err=True,
+            raise click.BadParameter(str(exc), param_hint="--topic") from None
+        outcome = asyncio.run(_produce(**opts))
+        seconds = max(outcome.seconds, 1e-9)
+        summary = (
+            f"sent {outcome.sent} messages to {opts['topic']} in {outcome.seconds:.2f}s "
+            f"({outcome.sent / seconds:,.0f} msg/s)"
         )
+        if outcome.failed:
+            summary += f"; {outcome.failed} failed"
+            if opts["count"] is not None and outcome.attempted < opts["count"]:
+                summary += f", {opts['count'] - outcome.attempted} not sent"
+            elif opts["count"] is None:
+                summary += ", the rest of stdin was not read"
+        if outcome.error is not None:
+            click.echo(f"Error: {outcome.error}", err=True)
+        click.echo(summary + outcome.stopped_by, err=True)
+        if outcome.error is not None:
+            sys.exit(1)
 
-    @main.command()
+    @main.command(epilog=SIGNALS_HELP.format(what="it commits what it printed"))
     @namesrv_option
     @click.option("--topic", "-t", required=True)
     @click.option("--group", "-g", required=True)
@@ -112,8 +143,14 @@ def register(main: click.Group) -> None:
         type=click.Choice(["last", "first", "timestamp"]),
         default="last",
         show_default=True,
+        help=FROM_HELP,
     )
-    @click.option("--timestamp", default=None, help="yyyyMMddHHmmss for --from timestamp.")
+    @click.option(
+        "--timestamp",
+        default=None,
+        callback=_timestamp,
+        help="yyyyMMddHHmmss (local time) for --from timestamp [default: half an hour ago].",
+    )
     @click.option("--orderly", is_flag=True, help="Consume each queue in order.")
     @click.option("--broadcast", is_flag=True, help="Every instance gets every message (local offsets).")
     @click.option("-n", "count", type=click.IntRange(min=1), default=None, help="Stop after N messages.")
@@ -121,18 +158,107 @@ def register(main: click.Group) -> None:
         "--timeout",
         type=click.FloatRange(min=0, min_open=True),
         default=None,
-        help="Stop after this many seconds.",
+        help="Stop after this many seconds (exit 2 if -n messages have not come by then).",
     )
     @format_option
+    @verbose_option
     def consume(**opts: Any) -> None:
-        """Run a push consumer and print what it receives."""
+        """Run a push consumer and print what it receives.
+
+        Text output is one line per message, its body printed as text (bytes that are not UTF-8 escaped);
+        --format json gives one JSON object per message. What was printed is committed.
+        """
+        if opts["timestamp"] is not None and opts["from_where"] != "timestamp":
+            raise click.BadParameter("is only used with --from timestamp", param_hint="--timestamp")
         try:
-            received = asyncio.run(_consume(**opts))
+            received, stopped_by = asyncio.run(_consume(**opts))
         except (MQClientError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
-        click.echo(f"consumed {received} messages", err=True)
-        if opts["count"] is not None and received < opts["count"]:
+        click.echo(f"consumed {received} messages{stopped_by}", err=True)
+        if not stopped_by and opts["count"] is not None and received < opts["count"]:
             sys.exit(2)
+
+
+class _Sends:
+    """The sends of one produce run, settled as each finishes: each one started is counted as
+    acknowledged or failed (and printed at once with --format json), and the first failure stops the
+    input. Nothing is left unawaited, so no exception goes unreported."""
+
+    def __init__(self, in_flight: int, fmt: str, bar: Any, stop: asyncio.Event) -> None:
+        self.window = asyncio.Semaphore(in_flight)
+        self.pending: set[asyncio.Future[SendResult]] = set()
+        self.sent = self.failed = self.attempted = 0
+        self.error: str | None = None
+        self._fmt, self._bar, self._stop = fmt, bar, stop
+        self._lines: list[bytes] = []
+
+    def start(self, send: Coroutine[Any, Any, SendResult]) -> None:
+        task = asyncio.ensure_future(send)
+        self.pending.add(task)
+        task.add_done_callback(functools.partial(self._settle, self.attempted))
+        self.attempted += 1
+
+    async def wait_all(self) -> None:
+        while self.pending:
+            await asyncio.wait(set(self.pending))
+        self._flush()
+
+    def _settle(self, i: int, task: asyncio.Future[SendResult]) -> None:
+        self.pending.discard(task)
+        self.window.release()
+        self._bar.update(1)
+        exc = task.exception()
+        if exc is not None:
+            self.failed += 1
+            text = str(exc) if isinstance(exc, MQClientError) else f"{type(exc).__name__}: {exc}"
+            self.error = self.error or text
+            self._stop.set()
+            self._emit({"i": i, "status": "FAILED", "error": text})
+            return
+        self.sent += 1
+        if self._fmt == "json":
+            result = task.result()
+            mq = result.message_queue
+            self._emit(
+                {
+                    "i": i,
+                    "msg_id": result.msg_id,
+                    "offset_msg_id": result.offset_msg_id,
+                    "topic": mq.topic,
+                    "broker": mq.broker_name,
+                    "queue": mq.queue_id,
+                    "queue_offset": result.queue_offset,
+                    "status": result.status.value,
+                }
+            )
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        if self._fmt != "json":
+            return
+        if not self._lines:  # one write for all that finish in this turn of the loop
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._lines.append(orjson.dumps(record))
+
+    def _flush(self) -> None:
+        if not self._lines:
+            return
+        data, self._lines = b"\n".join(self._lines) + b"\n", []
+        try:  # written at once, so a pipeline reading the acknowledgements sees them as they come
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:  # the reader went away (`| head`): read no more input
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            self._stop.set()
+
+
+@dataclass
+class _Outcome:
+    sent: int
+    failed: int
+    attempted: int
+    error: str | None
+    seconds: float
+    stopped_by: str
 
 
 async def _produce(
@@ -145,40 +271,52 @@ async def _produce(
     group: str,
     in_flight: int,
     fmt: str,
-) -> tuple[int, float]:
-    def bodies() -> Any:
-        if count is not None:
-            filler = os.urandom(size // 2 + 1).hex()[:size].encode()
-            for _ in range(count):
-                yield filler
-        else:
-            for line in sys.stdin.buffer:
-                line = line.rstrip(b"\r\n")
-                if line:
-                    yield line
+) -> _Outcome:
+    stop = asyncio.Event()  # a signal, or the first failed send: read no more
+    signals = StopOnSignal(stop.set).install()
+
+    async def bodies() -> AsyncIterator[bytes]:
+        if count is None:
+            async for line in stdin_records(b"\n", stop, strip_cr=True):
+                yield line
+            return
+        for body in _synthetic(count, size):
+            if stop.is_set():
+                return
+            yield body
 
     started = time.monotonic()
-    sent = 0
-    pending: set[asyncio.Task[Any]] = set()
-    sequence: dict[asyncio.Task[Any], int] = {}  # which input line (or synthetic message) a send carries
     async with Producer(group, namesrv) as producer:
         with (
             click.progressbar(length=count, label="sending", file=sys.stderr)
-            if count and fmt == "text"
+            if count and fmt == "text" and sys.stderr.isatty()
             else _nullbar() as bar
         ):
-            for i, body in enumerate(bodies()):
-                msg = Message(topic, body, tags=tag, keys=keys.replace("{i}", str(i)) if keys else None)
-                task = asyncio.ensure_future(producer.send(msg))
-                sequence[task] = i
-                pending.add(task)
-                if len(pending) >= in_flight:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    sent += _report(done, sequence, fmt, bar)
-            if pending:
-                done, _ = await asyncio.wait(pending)
-                sent += _report(done, sequence, fmt, bar)
-    return sent, time.monotonic() - started
+            sends = _Sends(in_flight, fmt, bar, stop)
+            try:
+                async for body in bodies():
+                    await sends.window.acquire()
+                    if stop.is_set():
+                        break
+                    i = sends.attempted
+                    msg = Message(topic, body, tags=tag, keys=keys.replace("{i}", str(i)) if keys else None)
+                    sends.start(producer.send(msg))
+            finally:
+                await sends.wait_all()  # every send started: acknowledged or failed, and reported
+    return _Outcome(
+        sends.sent,
+        sends.failed,
+        sends.attempted,
+        sends.error,
+        time.monotonic() - started,
+        signals.describe(),
+    )
+
+
+def _synthetic(count: int, size: int) -> Iterator[bytes]:
+    filler = os.urandom(size // 2 + 1).hex()[:size].encode()
+    for _ in range(count):
+        yield filler
 
 
 class _nullbar:
@@ -190,30 +328,6 @@ class _nullbar:
 
     def update(self, n: int) -> None:
         return None
-
-
-def _report(done: set[asyncio.Task[Any]], sequence: dict[asyncio.Task[Any], int], fmt: str, bar: Any) -> int:
-    for task in done:
-        result = task.result()  # a failed send raises MQClientError: the command stops with its message
-        i = sequence.pop(task)
-        if fmt == "json":
-            mq = result.message_queue
-            click.echo(
-                orjson.dumps(
-                    {
-                        "i": i,
-                        "msg_id": result.msg_id,
-                        "offset_msg_id": result.offset_msg_id,
-                        "topic": mq.topic,
-                        "broker": mq.broker_name,
-                        "queue": mq.queue_id,
-                        "queue_offset": result.queue_offset,
-                        "status": result.status.value,
-                    }
-                ).decode()
-            )
-    bar.update(len(done))
-    return len(done)
 
 
 async def _consume(
@@ -228,7 +342,7 @@ async def _consume(
     count: int | None,
     timeout: float | None,
     fmt: str,
-) -> int:
+) -> tuple[int, str]:
     where = {
         "last": ConsumeFromWhere.LAST_OFFSET,
         "first": ConsumeFromWhere.FIRST_OFFSET,
@@ -244,13 +358,15 @@ async def _consume(
     )
     consumer.subscribe(topic, expression)
     received = 0
-    enough = asyncio.Event()
+    enough = asyncio.Event()  # -n reached, stdout gone, or a signal: print nothing more
+    signals = StopOnSignal(enough.set).install()
     ok = ConsumeStatus.SUCCESS if orderly else ConsumeStatus.CONSUME_SUCCESS
 
     async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
         nonlocal received
         if enough.is_set():
-            await asyncio.Event().wait()  # past -n: never answered, cancelled at shutdown, so never committed
+            await asyncio.Event().wait()  # not printed: never answered, cancelled at shutdown, not committed
+        # Printing and answering happen in one step of the loop, so what was printed is what is committed.
         try:
             for msg in msgs:
                 if fmt == "json":
@@ -258,8 +374,9 @@ async def _consume(
                 else:
                     click.echo(
                         f"{msg.topic} {msg.broker_name}:{msg.queue_id}@{msg.queue_offset} {msg.msg_id} "
-                        f"tags={msg.tags or '-'} keys={msg.keys or '-'} {msg.body[:200]!r}"
+                        f"tags={msg.tags or '-'} keys={msg.keys or '-'} {body_text(msg.body)}"
                     )
+            sys.stdout.flush()  # written out before it is committed, and seen at once by `| grep`
         except BrokenPipeError:
             # The reader went away (`| head`): stop cleanly and leave these messages for the next consumer.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -271,12 +388,12 @@ async def _consume(
         return ok
 
     consumer.register_listener(listener, orderly=orderly)
-    await consumer.start()
     try:
+        await consumer.start()
         async with asyncio.timeout(timeout):
             await enough.wait()
     except TimeoutError:
         pass
     finally:
         await consumer.shutdown()
-    return received
+    return received, signals.describe()

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import signal
 import sys
-from collections.abc import Iterator
-from typing import BinaryIO
+from dataclasses import dataclass
 
 import click
 
+from tidemq.cli.common import StopOnSignal, lookupd_addresses, nsqd_addresses, stdin_records, verbose_option
 from tidemq.nsq.client import Config, Consumer, Message, NSQClientError, Producer
 from tidemq.nsq.protocol import valid_name
 
@@ -33,42 +32,56 @@ def _options(values: tuple[str, ...], option: str) -> Config:
     return config
 
 
-def _records(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
-    """Split stdin on the delimiter without reading it whole; empty records are skipped, as to_nsq does."""
-    pending = b""
-    read = getattr(stream, "read1", stream.read)
-    while chunk := read(65536):
-        pending += chunk
-        *records, pending = pending.split(delimiter)
-        yield from (r for r in records if r)
-    if pending:
-        yield pending
+@dataclass
+class _Published:
+    count: int = 0  # records read
+    acknowledged: int = 0  # publishes (a record goes to every nsqd)
+    failed: int = 0
+    error: str | None = None
+    stopped_by: str = ""
 
 
 async def _publish(
-    addresses: tuple[str, ...], topic: str, records: Iterator[bytes], rate: int, config: Config
-) -> int:
+    addresses: tuple[str, ...], topic: str, delimiter: bytes, rate: int, config: Config
+) -> _Published:
+    """Publish each stdin record to every nsqd, like to_nsq; the first failure stops the input, and every
+    publish started is awaited, so the summary counts each one."""
+    stop = asyncio.Event()
+    signals = StopOnSignal(stop.set).install()
+    out = _Published()
     producers = [Producer(addr, config) for addr in addresses]
     pending: list[asyncio.Future[None]] = []
     interval = 1 / rate if rate else 0.0
-    count = 0
     loop = asyncio.get_running_loop()
     started = loop.time()
+
+    async def settle() -> None:
+        for result in await asyncio.gather(*pending, return_exceptions=True):
+            if isinstance(result, BaseException):
+                out.failed += 1
+                out.error = out.error or str(result)
+                stop.set()
+            else:
+                out.acknowledged += 1
+        pending.clear()
+
     try:
-        for record in records:
-            for producer in producers:  # to_nsq sends every line to every nsqd
+        async for record in stdin_records(delimiter, stop):
+            for producer in producers:  # to_nsq sends every record to every nsqd
                 pending.append(producer.publish_async(topic, record))
-            count += 1
+            out.count += 1
             if len(pending) >= PUBLISH_WINDOW:
-                await asyncio.gather(*pending)
-                pending.clear()
+                await settle()
             if interval:
-                await asyncio.sleep(max(0.0, started + count * interval - loop.time()))
-        await asyncio.gather(*pending)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, started + out.count * interval - loop.time())):
+                        await stop.wait()
+        await settle()
     finally:
         for producer in producers:
             await producer.stop()
-    return count
+    out.stopped_by = signals.describe()
+    return out
 
 
 async def _tail(
@@ -87,7 +100,7 @@ async def _tail(
 
     async def show(message: Message) -> None:
         nonlocal shown
-        if total and shown >= total:
+        if (total and shown >= total) or done.is_set():
             message.requeue(0, backoff=False)  # not ours to take: leave it for the next reader
             return
         if print_topic:
@@ -99,10 +112,7 @@ async def _tail(
             done.set()
 
     consumer.add_handler(show)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, done.set)
+    StopOnSignal(done.set).install()
     await consumer.connect_to_nsqds(list(nsqd))
     await consumer.connect_to_lookupds(list(lookupd))
     await done.wait()
@@ -115,18 +125,23 @@ def register(main: click.Group) -> None:
     def nsq() -> None:
         """NSQ tools: publish stdin lines to a topic, tail a topic."""
 
-    @nsq.command()
+    @nsq.command(
+        epilog="SIGINT (Ctrl-C) or SIGTERM stops it cleanly: it reads no more input, waits for the "
+        "publishes under way, prints the summary and exits 0; a second signal ends it at once."
+    )
     @click.option("--topic", required=True, help="Topic to publish to.")
     @click.option(
         "--nsqd-tcp-address",
         "nsqd_tcp_addresses",
         multiple=True,
         required=True,
+        callback=nsqd_addresses,
         help="nsqd TCP address (repeatable; every line goes to each).",
     )
-    @click.option("--delimiter", default="\n", show_default=repr("\n"), help="Record separator.")
+    @click.option("--delimiter", default="\n", help="Record separator [default: a newline].")
     @click.option("--rate", type=click.IntRange(min=0), default=0, help="Throttle to this many records/s.")
     @click.option("--producer-opt", multiple=True, help="go-nsq option NAME=VALUE (repeatable).")
+    @verbose_option
     def publish(
         topic: str,
         nsqd_tcp_addresses: tuple[str, ...],
@@ -140,23 +155,41 @@ def register(main: click.Group) -> None:
         if not delimiter:
             raise click.BadParameter("must not be empty", param_hint="--delimiter")
         config = _options(producer_opt, "--producer-opt")
-        records = _records(sys.stdin.buffer, delimiter.encode())
         try:
-            count = asyncio.run(_publish(nsqd_tcp_addresses, topic, records, rate, config))
+            out = asyncio.run(_publish(nsqd_tcp_addresses, topic, delimiter.encode(), rate, config))
         except (NSQClientError, OSError) as exc:
             raise click.ClickException(f"publish failed: {exc}") from None
-        click.echo(f"published {count} messages to {topic}", err=True)
+        if out.failed:
+            summary = (
+                f"{out.acknowledged} publishes to {topic} acknowledged, {out.failed} failed; "
+                "the rest of stdin was not read"
+            )
+        else:
+            summary = f"published {out.count} messages to {topic}"
+        if out.error is not None:
+            click.echo(f"Error: publish failed: {out.error}", err=True)
+        click.echo(summary + out.stopped_by, err=True)
+        if out.error is not None:
+            sys.exit(1)
 
-    @nsq.command()
+    @nsq.command(
+        epilog="SIGINT (Ctrl-C) or SIGTERM stops it cleanly: what was printed is finished (FIN), the rest "
+        "goes back to the channel, and it exits 0; a second signal ends it at once."
+    )
     @click.option("--topic", required=True, help="Topic to read.")
     @click.option("--channel", default=None, help="Channel [default: a new tail<N>#ephemeral one].")
     @click.option(
-        "--nsqd-tcp-address", "nsqd_tcp_addresses", multiple=True, help="nsqd TCP address (repeatable)."
+        "--nsqd-tcp-address",
+        "nsqd_tcp_addresses",
+        multiple=True,
+        callback=nsqd_addresses,
+        help="nsqd TCP address (repeatable).",
     )
     @click.option(
         "--lookupd-http-address",
         "lookupd_http_addresses",
         multiple=True,
+        callback=lookupd_addresses,
         help="lookupd HTTP address (repeatable).",
     )
     @click.option(
@@ -165,6 +198,7 @@ def register(main: click.Group) -> None:
     @click.option("--max-in-flight", type=click.IntRange(min=1), default=200, show_default=True)
     @click.option("--print-topic", is_flag=True, help="Prefix each message with its topic.")
     @click.option("--consumer-opt", multiple=True, help="go-nsq option NAME=VALUE (repeatable).")
+    @verbose_option
     def tail(
         topic: str,
         channel: str | None,

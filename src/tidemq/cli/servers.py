@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import gc
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,21 @@ def _ports(plan: ServerPlan) -> str:
     return ", ".join(parts)
 
 
-listen_option = click.option("--listen", default="127.0.0.1", show_default=True, help="Address to listen on.")
+def _listen_host(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Checked before anything starts, so that the error names the option (not a bare resolver error)."""
+    try:
+        socket.getaddrinfo(value, None, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise click.BadParameter(
+            f"{value!r} is not an IP address or a host name that resolves ({reason})"
+        ) from None
+    return value
+
+
+listen_option = click.option(
+    "--listen", default="127.0.0.1", show_default=True, callback=_listen_host, help="Address to listen on."
+)
 namesrv_port_option = click.option(
     "--namesrv-port", type=click.IntRange(0, 65535), default=9876, show_default=True
 )

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from tidemq.address import is_host_port
 from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance, MQClientError
@@ -13,6 +14,7 @@ from tidemq.client.route import TopicRoute
 from tidemq.remoting.codes import RequestCode
 from tidemq.remoting.message import MessageDecodeError, MessageExt, decode_offset_msg_id
 from tidemq.remoting.route import MASTER_ID
+from tidemq.remoting.transport import RemotingError
 
 
 @dataclass(slots=True)
@@ -87,16 +89,34 @@ class Admin:
                 rows.append({"broker": name, "queue": int(mq.get("queueId", -1)), **stats})
         return sorted(rows, key=lambda r: (r["broker"], r["queue"]))
 
+    async def broker_addresses(self) -> dict[str, str]:
+        """Every broker address (masters and slaves) the name server knows -> the broker's name."""
+        info = await self.instance.namesrv_call(
+            lambda c: api.call_json(c, RequestCode.GET_BROKER_CLUSTER_INFO)
+        )
+        return {
+            addr: name
+            for name, data in (info.get("brokerAddrTable") or {}).items()
+            for addr in (data.get("brokerAddrs") or {}).values()
+        }
+
     async def group_progress(self, group: str, topic: str | None = None) -> dict[str, list[QueueProgress]]:
-        """Per topic: every queue's broker max offset, the group's committed offset and the lag."""
+        """Per topic: every queue's broker max offset, the group's committed offset and the lag.
+
+        Asked for every topic the group has offsets on, then filtered: asked for one topic, a broker
+        answers with zeros even for a group it has never seen (as Java's does), which would read as
+        "no lag". No offsets at all is an error, as mqadmin's consumerProgress says.
+        """
         out: dict[str, list[QueueProgress]] = {}
-        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+        ext = {"consumerGroup": group}
         for name, addr in sorted((await self.cluster_masters()).items()):
             data = await api.call_json(
                 await self.instance.connection(addr), RequestCode.GET_CONSUME_STATS, ext
             )
             for key, stats in ((data or {}).get("offsetTable") or {}).items():
                 mq = dict(key) if isinstance(key, tuple) else {}
+                if topic is not None and mq.get("topic") != topic:
+                    continue
                 out.setdefault(str(mq.get("topic")), []).append(
                     QueueProgress(
                         name,
@@ -105,31 +125,57 @@ class Admin:
                         int(stats.get("consumerOffset", 0)),
                     )
                 )
+        if not out:
+            where, which = (f" for topic {topic!r}", "group or topic") if topic else ("", "group")
+            raise MQClientError(
+                f"group {group!r} has no committed offsets{where} on any broker "
+                f"(no such {which}, or it has not consumed anything yet)"
+            )
         for rows in out.values():
             rows.sort(key=lambda p: (p.broker_name, p.queue_id))
         return out
 
     async def message_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
-        """By offset message id (what the broker returns), or by UNIQ_KEY within ``topic``."""
+        """By offset message id, or by unique key within ``topic``, as mqadmin's viewMessage(topic, id).
+
+        Both are 32 hex digits: the offset id (what the broker returns) is a broker address and a
+        commit-log offset; the unique key (UNIQ_KEY, the msg_id a producer reports) starts with the
+        producer's IP and pid. An id is read as an offset id only when it names a broker the name server
+        knows, so a unique key never sends a request to some producer host's "port".
+        """
+        brokers = await self.broker_addresses()
         try:
             addr, offset = decode_offset_msg_id(msg_id)
         except MessageDecodeError:
             addr, offset = "", -1
-        if offset >= 0 and topic is None:
-            msg = await api.view_message(await self.instance.connection(addr), offset)
-            return msg
+        unique_key_hint = (
+            "if it is a message's unique key (the msg_id a producer prints), give --topic to look it up"
+        )
+        problem = f"{msg_id!r} is not the offset message id of a known broker"
+        # A broker advertised by host name is not found by the id's IP: without a topic, try the address.
+        if offset >= 0 and (addr in brokers or (topic is None and is_host_port(addr))):
+            try:
+                msg = await api.view_message(await self.instance.connection(addr), offset)
+            except api.BrokerError as exc:
+                problem = f"no message at commit-log offset {offset} of broker {addr}: {exc.remark}"
+            except RemotingError as exc:
+                problem = f"{msg_id!r} names broker {addr}, which cannot be reached ({exc})"
+            else:
+                if topic is None or msg.topic == topic:
+                    msg.broker_name = msg.broker_name or brokers.get(addr, "")
+                    return msg
         if topic is None:
-            raise MQClientError(
-                f"{msg_id!r} is not an offset message id; give --topic to look it up as a unique key"
-            )
+            raise MQClientError(f"{problem}; {unique_key_hint}")
         found = await self.query(topic, msg_id, unique_key=True, max_num=1)
         if not found:
-            raise MQClientError(f"no message {msg_id!r} in topic {topic!r}")
+            raise MQClientError(f"no message with id {msg_id!r} in topic {topic!r}")
         return found[0]
 
     async def query(
-        self, topic: str, key: str, *, unique_key: bool = False, max_num: int = 32
+        self, topic: str, key: str, *, unique_key: bool = False, max_num: int = 64
     ) -> list[MessageExt]:
+        """Messages of ``topic`` with this key (or unique key): up to ``max_num`` from each broker, oldest
+        first."""
         found: list[MessageExt] = []
         for name, broker in sorted((await self.route(topic)).brokers.items()):
             if MASTER_ID in broker.addrs:
@@ -137,4 +183,5 @@ class Admin:
                 for msg in await api.query_message(conn, topic, key, max_num=max_num, unique_key=unique_key):
                     msg.broker_name = name
                     found.append(msg)
+        found.sort(key=lambda m: (m.store_timestamp, m.broker_name, m.queue_id, m.queue_offset))
         return found
