@@ -54,6 +54,49 @@ def readme_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
     proc.stop()
 
 
+def command_block(heading: str) -> list[str]:
+    """The shell commands of the first plain ``` block after ``heading``, comments cut off."""
+    text = README.read_text()
+    block = re.search(r"^```\n(.*?)^```", text[text.index(heading) :], flags=re.S | re.M)
+    assert block is not None, heading
+    return [line.split("  #", 1)[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_command_line_examples_run_as_written(readme_server: ServerProcess, tmp_path: Path) -> None:
+    """Each line through bash, with the name server given as mqadmin users give it ($NAMESRV_ADDR) and
+    ``<msg id>`` replaced by one that ``produce`` printed."""
+    env = {
+        **os.environ,
+        "NAMESRV_ADDR": readme_server.namesrv,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    outputs: dict[str, str] = {}
+    msg_id = ""
+    for line in command_block("## Command line"):
+        command = line.replace("<msg id>", msg_id)
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SNIPPET_TIMEOUT_S,
+            check=False,
+        )
+        assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr[-3000:]}"
+        outputs[line] = done.stdout
+        if "seq 1000 | tidemq produce" in line:
+            sent = [json.loads(row) for row in done.stdout.splitlines()]
+            assert len(sent) == 1000
+            msg_id = sent[7]["msg_id"]
+    consumed = next(out for line, out in outputs.items() if line.startswith("tidemq consume"))
+    assert len(consumed.splitlines()) == 10
+    got = next(out for line, out in outputs.items() if line.startswith("tidemq message get"))
+    assert msg_id and msg_id in got
+    queried = next(out for line, out in outputs.items() if line.startswith("tidemq message query"))
+    assert "order-7" in queried
+
+
 def test_python_client_snippet_produces_and_consumes(readme_server: ServerProcess, tmp_path: Path) -> None:
     code = snippet("from tidemq.client import").replace("127.0.0.1:9876", readme_server.namesrv)
     done = run_snippet(code, tmp_path)

@@ -62,6 +62,8 @@ namesrv_option = click.option(
     "--namesrv",
     default="127.0.0.1:9876",
     show_default=True,
+    envvar="NAMESRV_ADDR",  # as mqadmin and the Java client read it
+    show_envvar=True,
     callback=_namesrv,
     help="Name server HOST:PORT (several separated by ';').",
 )
