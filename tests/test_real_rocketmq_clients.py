@@ -5,7 +5,10 @@ against the brokers users move to."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -240,3 +243,61 @@ def test_blocking_facades(cluster: JavaCluster) -> None:
         while len(polled) < 5 and time.monotonic() < deadline:
             polled += pull.poll(1.0)
     assert {m.body for m in polled} == {b"x%d" % i for i in range(5)}
+
+
+def test_cli_against_the_real_cluster(cluster: JavaCluster, tmp_path: Path) -> None:
+    """Every client command of ``tidemq`` pointed at the Java name server ($NAMESRV_ADDR, as mqadmin)."""
+    topic, group = unique("Cli"), unique("CliGroup")
+    env = {**os.environ, "NAMESRV_ADDR": cluster.namesrv}
+
+    def tidemq(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "tidemq", *args],
+            input=stdin,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, f"tidemq {' '.join(args)}: exit {done.returncode}\n{done.stderr[-3000:]}"
+        return done.stdout
+
+    created = tidemq("topic", "create", topic, "--queues", "2")
+    assert "broker-a" in created and "broker-b" in created
+    assert topic in tidemq("topic", "list").split()
+    route = tidemq("topic", "route", topic)
+    assert "broker-a" in route and "broker-b" in route
+    lines = "".join(f"line {i}\n" for i in range(40))
+    produced = tidemq("produce", "-t", topic, "--keys", "k-{i}", "--format", "json", stdin=lines)
+    # in the order the acknowledgements came; "i" is the input line's number (from 0, as k-{i})
+    sent = sorted((json.loads(row) for row in produced.splitlines()), key=lambda s: int(s["i"]))
+    assert len(sent) == 40 and {s["broker"] for s in sent} == {"broker-a", "broker-b"}
+    stats = tidemq("topic", "stats", topic)
+    assert "broker-a" in stats and "broker-b" in stats
+    consumed = tidemq(
+        "consume",
+        "-t",
+        topic,
+        "-g",
+        group,
+        "--from",
+        "first",
+        "-n",
+        "40",
+        "--timeout",
+        "60",
+        "--format",
+        "json",
+    )
+    assert sorted(json.loads(row)["body"] for row in consumed.splitlines()) == sorted(
+        f"line {i}" for i in range(40)
+    )
+    progress = tidemq("group", "progress", group)
+    assert "total lag: 0" in progress
+    by_unique_key = tidemq("message", "get", "--topic", topic, "--id", sent[3]["msg_id"])
+    assert "line 3" in by_unique_key
+    by_offset_id = tidemq("message", "get", "--id", sent[4]["offset_msg_id"])
+    assert "line 4" in by_offset_id
+    assert "line 5" in tidemq("message", "query", "--topic", topic, "--key", "k-5")
