@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import struct
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ import trustme
 from tests.support import ServerProcess, free_port
 from tidemq.nsq.client import Producer
 from tidemq.nsq.compression import Deflate, Snappy, StreamCompression
+from tidemq.nsq.config import NsqdConfig
+from tidemq.nsq.nsqd import Nsqd
 from tidemq.nsq.protocol import (
     MAGIC_V2,
     FrameParser,
@@ -28,6 +31,7 @@ from tidemq.nsq.protocol import (
     encode_command,
     encode_mpub,
 )
+from tidemq.store import FlushMode, MessageStore, StoreConfig
 
 
 class RawNsq:
@@ -250,3 +254,17 @@ async def publish(addr: str, topic: str, bodies: list[bytes]) -> None:
     async with Producer(addr) as producer:
         for start in range(0, len(bodies), 100):
             await producer.multi_publish(topic, bodies[start : start + 100])
+
+
+@contextlib.asynccontextmanager
+async def nsqd_in_process(data_dir: Path, flush_mode: FlushMode = FlushMode.ASYNC) -> AsyncIterator[Nsqd]:
+    """nsqd and its store in this process (on a free port), for tests that reach into its state."""
+    store = MessageStore(StoreConfig(data_dir, flush_mode=flush_mode))
+    await store.start()
+    nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
+    await nsqd.start()
+    try:
+        yield nsqd
+    finally:
+        await nsqd.close()
+        await store.close()

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.nsq_support import RawNsq, wait_until
+from tests.nsq_support import RawNsq, nsqd_in_process, wait_until
 from tests.support import ServerProcess, free_port, hold_fsync, run
 from tidemq.nsq.channel import DEADLINE_SLACK
-from tidemq.nsq.config import NsqdConfig
-from tidemq.nsq.nsqd import Nsqd
 from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command, encode_mpub
-from tidemq.store import FlushMode, MessageStore, StoreConfig
+from tidemq.store import FlushMode
 
 
 async def _publisher_and_subscriber(
@@ -33,20 +29,6 @@ async def _publisher_and_subscriber(
         await sub.identify(**identify)
     await sub.sub(topic, "ch", rdy=rdy)
     return pub, sub
-
-
-@contextlib.asynccontextmanager
-async def _nsqd_in_process(data_dir: Path, flush_mode: FlushMode = FlushMode.ASYNC) -> AsyncIterator[Nsqd]:
-    """nsqd and its store in this process (on a free port), for tests that reach into its state."""
-    store = MessageStore(StoreConfig(data_dir, flush_mode=flush_mode))
-    await store.start()
-    nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
-    await nsqd.start()
-    try:
-        yield nsqd
-    finally:
-        await nsqd.close()
-        await store.close()
 
 
 def test_sigkill_then_restart_delivers_every_acknowledged_pub(tmp_path: Path) -> None:
@@ -260,7 +242,7 @@ def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
     consumers) at once, not after that fsync; both are still answered in order once they are durable."""
 
     async def scenario() -> None:
-        async with _nsqd_in_process(tmp_path, FlushMode.SYNC) as nsqd:
+        async with nsqd_in_process(tmp_path, FlushMode.SYNC) as nsqd:
             pub, sub = await _publisher_and_subscriber(f"127.0.0.1:{nsqd.tcp_port}", "held", rdy=10)
             release = threading.Event()
             try:
@@ -325,7 +307,7 @@ def test_finished_messages_do_not_pile_up_in_the_deadline_heap(tmp_path: Path) -
     while the deadline of a message still in flight survives the pruning and times it out."""
 
     async def scenario() -> None:
-        async with _nsqd_in_process(tmp_path) as nsqd:
+        async with nsqd_in_process(tmp_path) as nsqd:
             addr = f"127.0.0.1:{nsqd.tcp_port}"
             pub, sub = await _publisher_and_subscriber(addr, "drain", rdy=100, msg_timeout=1000)
             try:

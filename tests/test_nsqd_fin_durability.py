@@ -9,19 +9,15 @@ process crash. Un-FINed messages come back either way.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.nsq_support import RawNsq
+from tests.nsq_support import RawNsq, nsqd_in_process
 from tests.support import ServerProcess, free_port, hold_fsync, run, wait_for
-from tidemq.nsq.config import NsqdConfig
-from tidemq.nsq.nsqd import Nsqd
 from tidemq.nsq.protocol import Message
-from tidemq.store import FlushMode, MessageStore, StoreConfig
+from tidemq.store import FlushMode
 
 TOPIC = "fins"
 COUNT = 600
@@ -136,20 +132,6 @@ def test_a_topic_created_just_before_a_sigkill_keeps_its_acknowledged_messages(t
         assert srv.stop() == 0
 
 
-@contextlib.asynccontextmanager
-async def _nsqd_in_process(data_dir: Path) -> AsyncIterator[Nsqd]:
-    """nsqd with sync flush and its store in this process (on a free port), for tests that hold fsyncs."""
-    store = MessageStore(StoreConfig(data_dir, flush_mode=FlushMode.SYNC))
-    await store.start()
-    nsqd = Nsqd(NsqdConfig(tcp_port=0, http_port=None), store)
-    await nsqd.start()
-    try:
-        yield nsqd
-    finally:
-        await nsqd.close()
-        await store.close()
-
-
 def test_sync_flush_holds_what_follows_a_fin_until_the_fin_is_durable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -157,7 +139,7 @@ def test_sync_flush_holds_what_follows_a_fin_until_the_fin_is_durable(
     FIN's freed RDY credit lets through waits for the FIN journal's fsync, then arrives."""
 
     async def scenario() -> None:
-        async with _nsqd_in_process(tmp_path) as nsqd:
+        async with nsqd_in_process(tmp_path, FlushMode.SYNC) as nsqd:
             addr = f"127.0.0.1:{nsqd.tcp_port}"
             pub, sub = await RawNsq.open(addr), await RawNsq.open(addr)
             release = threading.Event()
