@@ -75,6 +75,20 @@ async def drain_queue(server: ServerProcess, topic: str, queue_id: int = 0) -> l
         c.close()
 
 
+async def dead_letters(server: ServerProcess, dlq: str) -> list[MessageExt]:
+    """The messages of a DLQ topic once it has any (the consumer sends them back before it exits)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            msgs = await drain_queue(server, dlq)
+        except AssertionError:
+            msgs = []
+        if msgs:
+            return msgs
+        await asyncio.sleep(0.2)
+    return []
+
+
 async def committed(server: ServerProcess, group: str, topic: str, total: int) -> None:
     """Until the group's committed offsets on ``topic`` add up to ``total`` (consumers commit every 5 s)."""
     async with Admin(server.namesrv) as admin:
@@ -190,21 +204,7 @@ def test_tidemq_messages_reach_a_java_push_consumer_through_retry_to_the_dlq(
     assert poison[1]["properties"]["REAL_TOPIC"] == f"%RETRY%{group}"
     assert len({r["msgId"] for r in poison}) == 1
 
-    dlq = f"%DLQ%{group}"
-
-    async def dead_letters() -> list[MessageExt]:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                msgs = await drain_queue(server, dlq)
-            except AssertionError:
-                msgs = []
-            if msgs:
-                return msgs
-            await asyncio.sleep(0.2)
-        return []
-
-    dead = run(dead_letters())
+    dead = run(dead_letters(server, f"%DLQ%{group}"))
     assert [m.body for m in dead] == [b"poison-0"]
     assert dead[0].msg_id == poison[0]["msgId"] and dead[0].properties["KEYS"] == "kp"
 
@@ -248,19 +248,7 @@ def test_java_orderly_consumer_keeps_key_order_and_dead_letters_a_poison_message
     after = [n for n, r in enumerate(got) if r["body"] in ("m-7", "m-10")]
     assert min(after) > max(n for n, r in enumerate(got) if r["body"] == "poison-4")
 
-    async def dead_letters() -> list[MessageExt]:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                msgs = await drain_queue(server, f"%DLQ%{group}")
-            except AssertionError:
-                msgs = []
-            if msgs:
-                return msgs
-            await asyncio.sleep(0.2)
-        return []
-
-    assert [m.body for m in run(dead_letters())] == [b"poison-4"]
+    assert [m.body for m in run(dead_letters(server, f"%DLQ%{group}"))] == [b"poison-4"]
 
 
 def test_java_broadcasting_consumers_each_get_every_message(server: ServerProcess, java: JavaPeer) -> None:
