@@ -91,3 +91,41 @@ bench-quick: $(STAMP)
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	touch $@
+
+# Real clients against `tidemq server` (tests/test_interop_java_client.py, tests/test_interop_go_client.py):
+# Apache RocketMQ's Java client 4.9.8 (interop/rocketmq-java/client-4.9.8, Maven) and rocketmq-client-go
+# v2.1.2 (interop/rocketmq-go, pinned by go.sum), each built into .cache/ (git-ignored) with its downloads.
+JAVA_PEER_DIR := interop/rocketmq-java/client-4.9.8
+JAVA_PEER := .cache/rocketmq-java-client/peer.jar
+GO_PEER_DIR := interop/rocketmq-go
+GO_PEER := .cache/rocketmq-go-client/peer
+GO_CACHE := $(CURDIR)/.cache/go
+GO_ENV := GOPATH=$(GO_CACHE) GOMODCACHE=$(GO_CACHE)/mod GOCACHE=$(GO_CACHE)/build GOFLAGS=-mod=readonly
+
+.PHONY: rocketmq-java-client rocketmq-go-client javac golang
+pytest: rocketmq-java-client rocketmq-go-client
+
+rocketmq-java-client: $(JAVA_PEER)
+
+$(JAVA_PEER): $(JAVA_PEER_DIR)/pom.xml $(wildcard $(JAVA_PEER_DIR)/src/main/java/tidemq/interop/*.java) | maven javac
+	@mkdir -p $(@D)
+	@rm -rf $(@D)/lib $@
+	@mvn -q -B -Dmaven.repo.local=$(MAVEN_REPO) -f $< -DbuildDir=$(CURDIR)/$(@D) package > $(@D)/build.log 2>&1 || { \
+		echo "cannot build the Java client peer (org.apache.rocketmq:rocketmq-client:4.9.8, rocketmq-tools:4.9.8):" \
+			"$$(grep -m1 -o 'Could not .*' $(@D)/build.log || grep -m1 ERROR $(@D)/build.log || tail -n1 $(@D)/build.log)"; exit 1; }
+
+javac: java
+	@command -v javac >/dev/null 2>&1 || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless; }
+
+rocketmq-go-client: $(GO_PEER)
+
+$(GO_PEER): $(GO_PEER_DIR)/go.mod $(GO_PEER_DIR)/go.sum $(wildcard $(GO_PEER_DIR)/*.go) | golang
+	@mkdir -p $(@D)
+	@cd $(GO_PEER_DIR) && $(GO_ENV) go build -o $(CURDIR)/$@ . > $(CURDIR)/$(@D)/build.log 2>&1 || { \
+		echo "cannot build the Go client peer (github.com/apache/rocketmq-client-go/v2 v2.1.2):" \
+			"$$(grep -m1 -v '^#' $(CURDIR)/$(@D)/build.log)"; exit 1; }
+
+golang:
+	@command -v go >/dev/null 2>&1 || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go; }

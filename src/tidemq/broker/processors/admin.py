@@ -44,6 +44,7 @@ def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
             RequestCode.GET_CONSUME_STATS: consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: topic_consumed_by,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
@@ -169,6 +170,16 @@ def consumer_connections(broker: Broker, conn: RemotingConnection, req: Remoting
             }
         )
     )
+
+
+def topic_consumed_by(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    """The groups of a topic, online (subscribed now) or not (holding offsets on it), as Java answers:
+    ``mqadmin queryMsgById`` builds a message's track from them."""
+    topic = TopicRequestHeader.from_ext(req.ext_fields).topic
+    groups = {group for group, info in broker.clients.consumers.items() if topic in info.subscriptions}
+    prefix = topic + "@"
+    groups |= {key[len(prefix) :] for key in broker.store.consumer_offsets.table if key.startswith(prefix)}
+    return req.response(body=orjson.dumps({"groupList": sorted(groups)}))
 
 
 def create_group(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
