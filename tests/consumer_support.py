@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from tests.support import RawClient
-from tidemq.client.consumer import ConsumeContext, ConsumeStatus, PushConsumer
+from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, PushConsumer
 from tidemq.client.message import Message
 from tidemq.client.producer import Producer
 from tidemq.remoting.message import MessageExt
@@ -122,3 +122,55 @@ async def max_offsets(broker: str, topic: str, queues: int) -> list[int]:
         return [int(a.ext_fields["offset"]) for a in answers]
     finally:
         raw.close()
+
+
+async def property_rules_scenario(namesrv: str, topic: str, group: str) -> tuple[list[MessageExt], str]:
+    """Send a plain, a delayed and a batch of two messages to ``topic`` (one queue, created already);
+    fail the plain one until it lands in the dead-letter queue (max reconsume times 1). Returns every
+    delivery in order and the topic of the group's dead letters."""
+    async with Producer(f"PG-{topic}", namesrv) as producer:
+        await producer.send(Message(topic, b"plain", tags="p", keys="k-plain"))
+        await producer.send(Message(topic, b"delayed", delay_level=1))
+        await producer.send_batch([Message(topic, b"b%d" % i, tags="b") for i in range(2)])
+    got = Collector(fail=lambda m: m.body == b"plain")
+    c = consumer(
+        namesrv,
+        group,
+        topic,
+        got,
+        consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+        max_reconsume_times=1,
+    )
+    await c.start()
+    try:
+        await wait_until(
+            lambda: got.bodies.count(b"plain") == 2 and len(got.distinct()) == 4,
+            timeout=60,
+            what="the plain message twice and the others once",
+        )
+    finally:
+        await c.shutdown()
+    return got.deliveries, f"%DLQ%{group}"
+
+
+def check_property_rules(
+    deliveries: list[MessageExt], dead: list[MessageExt], topic: str, group: str, plain_keeps_wait: bool
+) -> None:
+    """The properties a Java broker stores (observed on Apache RocketMQ 4.9.7 and 5.3.3): a delivery from
+    the schedule queue keeps DELAY and WAIT; a retry carries WAIT=false, its DELAY level and the first
+    copy's offset message id; a dead letter DELAY=0. A plain send loses WAIT on 4.9, keeps it on 5.x."""
+    first, retried = (m for m in deliveries if m.body == b"plain")
+    assert (first.reconsume_times, retried.reconsume_times) == (0, 1)
+    assert ("WAIT" in first.properties) == plain_keeps_wait, first.properties
+    delayed = next(m for m in deliveries if m.body == b"delayed")
+    assert delayed.properties["DELAY"] == "1" and delayed.properties["WAIT"] == "true"
+    assert (delayed.properties["REAL_TOPIC"], delayed.properties["REAL_QID"]) == (topic, "0")
+    assert all(m.properties["WAIT"] == "true" for m in deliveries if m.body.startswith(b"b"))
+    props = retried.properties
+    assert (props["DELAY"], props["WAIT"], props["RETRY_TOPIC"]) == ("3", "false", topic), props
+    assert props["REAL_TOPIC"] == f"%RETRY%{group}"
+    assert props["ORIGIN_MESSAGE_ID"] == first.offset_msg_id
+    (letter,) = dead
+    assert letter.body == b"plain" and letter.reconsume_times == 2
+    assert (letter.properties["DELAY"], letter.properties["WAIT"]) == ("0", "false"), letter.properties
+    assert letter.properties["ORIGIN_MESSAGE_ID"] == first.offset_msg_id

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import orjson
 
-from tests.consumer_support import Collector, consumer, produce, wait_until
+from tests.consumer_support import (
+    Collector,
+    check_property_rules,
+    consumer,
+    produce,
+    property_rules_scenario,
+    wait_until,
+)
 from tests.support import RawClient, ServerProcess, run
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
@@ -79,6 +86,8 @@ def test_consumer_offsets_and_queue_offsets(server: ServerProcess) -> None:
         table = jsonx.loads(stats.body)["offsetTable"]
         mq0 = jsonx.object_key(brokerName="broker-a", queueId=0, topic="Offsets")
         assert table[mq0]["brokerOffset"] == 5 and table[mq0]["consumerOffset"] == 4
+        # the group pulled 2 messages (offsets 3 and 4) within the last minute
+        assert jsonx.loads(stats.body)["consumeTps"] == 2 / 60
         c.close()
 
     run(scenario())
@@ -198,7 +207,7 @@ def test_delayed_message_arrives_after_its_level(server: ServerProcess) -> None:
         assert resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED)
         (msg,) = await _pull_until(c, "Delayed", 0)
         assert time.monotonic() - sent_at >= 0.8
-        assert msg.properties["REAL_TOPIC"] == "Delayed" and "DELAY" not in msg.properties
+        assert msg.properties["REAL_TOPIC"] == "Delayed" and msg.properties["DELAY"] == "2"  # as Java's
         c.close()
 
     run(scenario())
@@ -240,3 +249,21 @@ def test_new_group_reads_a_young_queue_from_its_start_only_while_its_first_messa
         run(scenario())
     finally:
         assert on_disk.stop() == 0
+
+
+def test_stored_properties_of_retries_dead_letters_delays_and_batches_are_javas(
+    server: ServerProcess,
+) -> None:
+    """The same rules tests/test_real_rocketmq_clients.py checks against real brokers."""
+
+    async def scenario() -> None:
+        c = await RawClient.open(server.broker)
+        await c.create_topic("PropRules", 1)
+        c.close()
+        deliveries, dlq = await property_rules_scenario(server.namesrv, "PropRules", "PropRulesGroup")
+        c = await RawClient.open(server.broker)
+        dead = await c.drain(dlq, 0)
+        c.close()
+        check_property_rules(deliveries, dead, "PropRules", "PropRulesGroup", plain_keeps_wait=False)
+
+    run(scenario())

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.consumer_support import Collector, consumer, wait_until
+from tests.consumer_support import (
+    Collector,
+    check_property_rules,
+    consumer,
+    property_rules_scenario,
+    wait_until,
+)
 from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, drain, java_cluster
 from tests.support import run, unique
 from tidemq.client import (
@@ -301,3 +307,16 @@ def test_cli_against_the_real_cluster(cluster: JavaCluster, tmp_path: Path) -> N
     by_offset_id = tidemq("message", "get", "--id", sent[4]["offset_msg_id"])
     assert "line 4" in by_offset_id
     assert "line 5" in tidemq("message", "query", "--topic", topic, "--key", "k-5")
+
+
+def test_stored_properties_of_retries_dead_letters_delays_and_batches(cluster: JavaCluster) -> None:
+    """What tests/test_broker_consumers.py asks of tidemq server, checked here against the real brokers."""
+    topic, group = unique("PropRules"), unique("PropRulesGroup")
+
+    async def scenario() -> None:
+        await create_topic(cluster, topic, 1)
+        deliveries, dlq = await property_rules_scenario(cluster.namesrv, topic, group)
+        dead = await drain(cluster, dlq, 1)
+        check_property_rules(deliveries, dead, topic, group, plain_keeps_wait=cluster.major >= 5)
+
+    run(scenario())

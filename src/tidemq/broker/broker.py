@@ -19,6 +19,7 @@ from tidemq.broker.locks import RebalanceLockManager
 from tidemq.broker.long_polling import PullHoldService
 from tidemq.broker.processors import register_all
 from tidemq.broker.processors.pull import pull_message
+from tidemq.broker.pull_stats import PulledPerMinute
 from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.topics import SCHEDULE_TOPIC, TopicManager
 from tidemq.remoting.codes import RequestCode, ResponseCode
@@ -62,6 +63,7 @@ class Broker:
         self.memory_for_messages = _physical_memory() * config.access_message_in_memory_max_ratio // 100
         self.store_host = b""
         self.stats: dict[str, int] = {"put": 0, "get": 0}
+        self.pulled = PulledPerMinute()
         self._namesrv_conns: dict[str, RemotingConnection] = {}
         self._register_now = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -116,14 +118,15 @@ class Broker:
         born_timestamp: int,
         born_host: bytes,
         reconsume_times: int = 0,
+        schedule: bool = True,
     ) -> AppendRequest:
-        """Build a stored record, moving a delayed message to its schedule queue (spec 4.3 step 5)."""
+        """Build a stored record, moving a delayed message to its schedule queue (spec 4.3 step 5)
+        unless ``schedule`` is off (a delivery from that queue keeps its DELAY, as Java's does)."""
         store_ts = int(time.time() * 1000)
         properties[Prop.CLUSTER] = self.config.cluster_name
-        properties.pop(Prop.WAIT, None)
         delay = properties.get(Prop.DELAY, "")
         tags_code: int
-        if delay.isdigit() and int(delay) > 0 and topic != SCHEDULE_TOPIC:
+        if schedule and delay.isdigit() and int(delay) > 0 and topic != SCHEDULE_TOPIC:
             level = min(int(delay), len(self.schedule.delays_ms))
             properties[Prop.DELAY] = str(level)
             properties[Prop.REAL_TOPIC] = topic
@@ -148,7 +151,14 @@ class Broker:
         return AppendRequest(record, topic, queue_id, tags_code, record_keys(properties))
 
     def make_append_again(
-        self, msg: MessageExt, *, topic: str, queue_id: int, properties: dict[str, str], reconsume_times: int
+        self,
+        msg: MessageExt,
+        *,
+        topic: str,
+        queue_id: int,
+        properties: dict[str, str],
+        reconsume_times: int,
+        schedule: bool = True,
     ) -> AppendRequest:
         """Store a stored message again under another topic and queue (retry, dead letter, delivery)."""
         return self.make_append(
@@ -161,6 +171,7 @@ class Broker:
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host_raw,
             reconsume_times=reconsume_times,
+            schedule=schedule,
         )
 
     # --- client housekeeping ------------------------------------------------------------------------

@@ -85,13 +85,13 @@ class ScheduleService:
         if real_topic is None or real_qid is None or not real_qid.lstrip("-").isdigit():
             log.warning("schedule: message at %d has no REAL_TOPIC/REAL_QID, dropping it", phys)
             return True
-        props.pop(Prop.DELAY, None)
         request = self.broker.make_append_again(
             msg,
             topic=real_topic,
             queue_id=int(real_qid),
             properties=props,
             reconsume_times=msg.reconsume_times,
+            schedule=False,
         )
         try:
             self.broker.store.put([request])

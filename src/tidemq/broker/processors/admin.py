@@ -92,6 +92,7 @@ def delete_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
         return req.error(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
     broker.topics.delete(topic)
     broker.store.delete_topic(topic)
+    broker.pulled.forget_topic(topic)
     return req.response()
 
 
@@ -124,10 +125,12 @@ def consume_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand
         [h.topic] if h.topic else sorted({k[: -len(suffix)] for k in offsets.table if k.endswith(suffix)})
     )
     table: dict[Any, Any] = {}
+    tps = 0.0
     for topic in topics:
         config = broker.topics.get(topic)
         if config is None:
             continue
+        tps += broker.pulled.tps(topic, h.consumer_group)
         for queue_id in range(config.write_queue_nums):
             committed = offsets.get(f"{topic}@{h.consumer_group}", queue_id) or 0
             last = broker.store.store_timestamp_at(topic, queue_id, committed - 1) if committed > 0 else 0
@@ -136,7 +139,7 @@ def consume_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand
                 "consumerOffset": committed,
                 "lastTimestamp": max(0, last),
             }
-    return req.response(body=jsonx.dumps_object_keys({"consumeTps": 0.0, "offsetTable": table}))
+    return req.response(body=jsonx.dumps_object_keys({"consumeTps": tps, "offsetTable": table}))
 
 
 def runtime_info(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:

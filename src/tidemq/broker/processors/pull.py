@@ -134,5 +134,7 @@ def pull_message(
         "minOffset": str(result.min_offset),
         "maxOffset": str(result.max_offset),
     }
-    broker.stats["get"] += result.count
+    if result.count:
+        broker.stats["get"] += result.count
+        broker.pulled.record(h.topic, h.consumer_group, result.count)
     return req.response(code, result.status.value, ext, result.records)

@@ -137,6 +137,10 @@ def send_message(
     born_host = _born_host(conn)
     if h.batch or req.code == RequestCode.SEND_BATCH_MESSAGE:
         return _send_batch(broker, req, h, topic, queue_id, props, born_host)
+    if props.get(Prop.DELAY, "0") in ("", "0"):
+        # A 4.9 broker stores a plain send without WAIT, and keeps it on a delayed one (it rewrites
+        # a delayed message's properties from the parsed table, WAIT included).
+        props.pop(Prop.WAIT, None)
     try:
         request = broker.make_append(
             topic=topic,
@@ -168,7 +172,6 @@ def _send_batch(
     """Store a batch's messages back to back in one queue (Java's MessageExtBatch path)."""
     if topic.startswith(RETRY_PREFIX):
         return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
-    batch_props.pop(Prop.WAIT, None)
     if batch_props.get(Prop.DELAY, "0") not in ("", "0"):
         return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot carry a delay level")
     batch_props[Prop.CLUSTER] = broker.config.cluster_name
@@ -258,6 +261,10 @@ def consumer_send_back(
     msg = decode_record(data, decompress=False)
     props = dict(msg.properties)
     props.setdefault(Prop.RETRY_TOPIC, msg.topic)
+    # As a Java broker stores them: WAIT=false, the retry's DELAY level (0 on the way to the dead-letter
+    # queue) and the first stored copy's offset message id as ORIGIN_MESSAGE_ID.
+    props[Prop.WAIT] = "false"
+    props.setdefault(Prop.ORIGIN_MESSAGE_ID, msg.offset_msg_id)
     max_times = group.retry_max_times
     if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
         max_times = h.max_reconsume_times
@@ -265,14 +272,13 @@ def consumer_send_back(
         topic = DLQ_PREFIX + h.group
         broker.topics.ensure(topic, 1, PERM_READ | PERM_WRITE)
         queue_id = 0
-        props.pop(Prop.DELAY, None)
+        props[Prop.DELAY] = "0"
     else:
         topic = RETRY_PREFIX + h.group
         config = broker.topics.ensure(topic, group.retry_queue_nums)
         queue_id = random.randrange(config.write_queue_nums)
         level = h.delay_level or 3 + msg.reconsume_times
         props[Prop.DELAY] = str(level)
-    props.setdefault(Prop.ORIGIN_MESSAGE_ID, h.origin_msg_id or msg.offset_msg_id)
     request = broker.make_append_again(
         msg, topic=topic, queue_id=queue_id, properties=props, reconsume_times=msg.reconsume_times + 1
     )
