@@ -91,3 +91,32 @@ bench-quick: $(STAMP)
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	touch $@
+
+# Real NSQ for the real_nsq tests: nsqd and nsqlookupd v1.3.0 and the go-nsq v1.1.0 test program
+# (interop/nsq-go, pinned by its go.sum), built from the Go module proxy into .cache/nsq/bin (git-ignored).
+# Go from Debian when missing.
+.PHONY: nsq-go go
+NSQ_GO := interop/nsq-go
+NSQ_BIN := .cache/nsq/bin
+NSQ_STAMP := $(NSQ_BIN)/.built
+NSQ_GOENV := GOMODCACHE=$(CURDIR)/.cache/go/mod GOPATH=$(CURDIR)/.cache/go GOCACHE=$(CURDIR)/.cache/go/build \
+	GOFLAGS=-modcacherw
+
+nsq-go: $(NSQ_STAMP)
+
+pytest: $(NSQ_STAMP)
+
+$(NSQ_STAMP): $(NSQ_GO)/go.mod $(NSQ_GO)/go.sum $(NSQ_GO)/main.go | go
+	@mkdir -p $(NSQ_BIN)
+	@rm -f $@
+	@cd $(NSQ_GO) && $(NSQ_GOENV) go mod download > $(CURDIR)/$(NSQ_BIN)/download.log 2>&1 || { \
+		echo "cannot resolve a Go module of $(NSQ_GO): $$(grep -m1 . $(CURDIR)/$(NSQ_BIN)/download.log)"; exit 1; }
+	@cd $(NSQ_GO) && $(NSQ_GOENV) go build -o $(CURDIR)/$(NSQ_BIN)/ \
+		github.com/nsqio/nsq/apps/nsqd github.com/nsqio/nsq/apps/nsqlookupd . \
+		> $(CURDIR)/$(NSQ_BIN)/build.log 2>&1 || { \
+		echo "cannot build nsqd/nsqlookupd v1.3.0 and $(NSQ_GO): $$(tail -n1 $(CURDIR)/$(NSQ_BIN)/build.log)"; exit 1; }
+	@touch $@
+
+go:
+	@command -v go >/dev/null 2>&1 || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go; }
