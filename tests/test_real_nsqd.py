@@ -14,18 +14,24 @@ Two directions of one promise:
 from __future__ import annotations
 
 import asyncio
+import re
+import struct
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
+import orjson
 import pytest
 import trustme
 
-from tests.nsq_support import tls_files, trusting, wait_until
+from tests.nsq_support import RawNsq, tls_files, trusting, wait_until
 from tests.nsqd_error_cases import ACCEPTED, CASES, LIMITS_ARGS, Accepted, Case
 from tests.real_nsq_support import RealLookupd, RealNsqd, nsq_binaries
-from tests.support import run, unique
+from tests.support import ServerProcess, run, unique
 from tests.test_interop_nsq import MPUB_BATCH, make_bodies, raw_drain, raw_publish
 from tests.test_nsqd_errors import assert_closed, assert_usable, next_error, open_in
 from tidemq.nsq.client import Consumer, Message, Producer, ProtocolError
@@ -398,3 +404,178 @@ def test_cli_publish_and_tail_against_the_real_nsqd(real: RealNsqd, lookupd: Rea
         )
         assert tail.returncode == 0, tail.stderr
         assert sorted(tail.stdout.splitlines()) == sorted(lines)
+
+
+# --- tidemq's nsqd answers as the real one does ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, RealNsqd]]:
+    """A ``tidemq nsqd`` and a real nsqd with the same (default) settings, to ask the same questions."""
+    nsq_binaries()
+    ours = ServerProcess(tmp_path_factory.mktemp("twin-tidemq") / "data", command="nsqd")
+    theirs = RealNsqd(tmp_path_factory.mktemp("twin-real") / "data")
+    try:
+        ours.start()
+        theirs.start()
+        yield ours, theirs
+    finally:
+        ours.stop()
+        theirs.stop()
+
+
+def http(method: str, url: str, body: bytes = b"") -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=body if method in ("POST", "PUT") else None, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return int(resp.status), bytes(resp.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), bytes(exc.read())
+
+
+def mpub_binary(*elements: bytes, count: int | None = None) -> bytes:
+    return struct.pack(">i", len(elements) if count is None else count) + b"".join(elements)
+
+
+def element(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+#: Requests whose status and body must be byte for byte the real nsqd's (in this order, on both servers).
+HTTP_EXCHANGES: list[tuple[str, str, bytes]] = [
+    ("GET", "/ping", b""),
+    ("GET", "/nope", b""),
+    ("POST", "/pub", b"x"),
+    ("POST", "/pub?topic=bad!", b"x"),
+    ("POST", "/pub?topic=h1", b""),
+    ("POST", "/pub?topic=h1", b"hello"),
+    ("POST", "/pub?topic=h1&defer=100", b"later"),
+    ("POST", "/pub?topic=h1&defer=abc", b"x"),
+    ("POST", "/pub?topic=h1&defer=-1", b"x"),
+    ("PUT", "/pub?topic=h1", b"x"),
+    ("POST", "/mpub?topic=h1", b"a\nb\n\nc\n"),
+    ("POST", "/mpub?topic=h1", b""),
+    ("POST", "/mpub?topic=h1&binary=true", mpub_binary(element(b"a"))),
+    ("POST", "/mpub?topic=h1&binary=true", mpub_binary(element(b"a"), count=2)),  # count past the body
+    ("POST", "/mpub?topic=h1&binary=true", mpub_binary(element(b"a"), b"\x00\x00\x00\x09ab", count=2)),  # cut
+    ("POST", "/mpub?topic=h1&binary=true", mpub_binary(element(b"a")) + b"zz"),  # bytes past the count
+    ("POST", "/mpub?topic=h1&binary=true", mpub_binary(count=0)),
+    ("POST", "/mpub?topic=h1&binary=true", mpub_binary(struct.pack(">i", 0))),
+    ("POST", "/mpub?topic=h1&binary=true", b"\x00\x00"),
+    ("POST", "/topic/create?topic=bad!", b""),
+    ("POST", "/topic/create?topic=h2", b""),
+    ("POST", "/topic/pause?topic=nope", b""),
+    ("POST", "/topic/pause?topic=h2", b""),
+    ("POST", "/channel/create?topic=h2&channel=bad!", b""),
+    ("POST", "/channel/create?topic=h2&channel=c", b""),
+    ("POST", "/channel/pause?topic=h2&channel=c", b""),
+    ("POST", "/channel/empty?topic=h2&channel=nope", b""),
+    ("GET", "/config/nope", b""),
+    ("GET", "/config/log_level", b""),
+    ("PUT", "/config/log_level", b"Debug"),
+    ("PUT", "/config/log_level", b"debug\n"),
+    ("PUT", "/config/log_level", b"loud"),
+    ("GET", "/config/log_level", b""),
+    ("PUT", "/config/log_level", b"info"),
+    ("POST", "/channel/delete?topic=h2&channel=c", b""),
+    ("POST", "/topic/delete?topic=h2", b""),
+    ("POST", "/topic/delete?topic=h2", b""),
+]
+
+
+def test_http_api_answers_as_the_real_nsqd(twins: tuple[ServerProcess, RealNsqd]) -> None:
+    ours, theirs = twins
+    differences = []
+    for method, path, body in HTTP_EXCHANGES:
+        mine = http(method, f"http://{ours.nsqd_http}{path}", body)
+        real = http(method, f"http://{theirs.nsqd_http}{path}", body)
+        if mine != real:
+            differences.append(f"{method} {path} {body[:20]!r}: tidemq {mine}, nsqd {real}")
+    assert differences == []
+    # And what was published got through the same way on both.
+    for proc in twins:
+        got = raw_drain(proc.nsqd, "h1", "check", 7, quiet=0.5)
+        assert sorted(m.body for m in got) == sorted([b"hello", b"later", b"a", b"b", b"c", b"a", b"a"])
+
+
+def _shape(value: Any) -> Any:
+    """JSON keys (in order) and value types, lists by their first element: what a reader of it relies on."""
+    if isinstance(value, dict):
+        return [(key, _shape(item)) for key, item in value.items()]
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return type(value).__name__
+
+
+async def _stats_scene(addr: str) -> list[RawNsq]:
+    """A consumer holding one message in flight, a producer with one PUB, a paused channel elsewhere."""
+    sub = await RawNsq.open(addr)
+    await sub.identify(client_id="c", hostname="hn", user_agent="ua/1")
+    await sub.sub("scene", "ch", rdy=5)
+    pub = await RawNsq.open(addr)
+    await pub.identify(client_id="p", hostname="hn", user_agent="ua/1")
+    assert await pub.pub("scene", b"x") == b"OK"
+    await sub.message()
+    return [sub, pub]
+
+
+def _masked(text: str) -> str:
+    """The text /stats with what differs between any two runs masked: times, ports, Go heap figures."""
+    text = re.sub(r"^nsqd v1\.3\.0 \(.*\)$", "nsqd v1.3.0 (build)", text, flags=re.M)
+    text = re.sub(
+        r"^start_time \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)$", "start_time T", text, flags=re.M
+    )
+    text = re.sub(r"^uptime (\d+(\.\d+)?(h|m|s|ms|µs|ns))+$", "uptime D", text, flags=re.M)
+    text = re.sub(r"^(   \w+ +\t)\d+$", r"\1N", text, flags=re.M)
+    text = re.sub(r"(\[V2 hn:)\d{5}", r"\1PPPPP", text)
+    return re.sub(r"connected: \d+s", "connected: Ns", text)
+
+
+def test_stats_json_and_text_as_the_real_nsqd(twins: tuple[ServerProcess, RealNsqd]) -> None:
+    async def go() -> None:
+        conns = [c for proc in twins for c in await _stats_scene(proc.nsqd)]
+        try:
+            for proc in twins:
+                assert http("POST", f"http://{proc.nsqd_http}/topic/create?topic=quiet")[0] == 200
+                assert http("POST", f"http://{proc.nsqd_http}/channel/create?topic=quiet&channel=q")[0] == 200
+                assert http("POST", f"http://{proc.nsqd_http}/channel/pause?topic=quiet&channel=q")[0] == 200
+            pages = ["/info", "/stats?format=json&topic=scene", "/stats?format=json&topic=quiet"]
+            pages += ["/stats?format=json&topic=scene&channel=nope", "/stats?format=json&topic=nope"]
+            pages += ["/stats?format=json&topic=scene&include_clients=false&include_mem=false"]
+            for page in pages:
+                mine, real = (orjson.loads(http("GET", f"http://{p.nsqd_http}{page}")[1]) for p in twins)
+                assert _shape(mine) == _shape(real), page
+            for page in ("/stats?topic=scene", "/stats?topic=quiet", "/stats?topic=nope"):
+                mine_text, real_text = (http("GET", f"http://{p.nsqd_http}{page}")[1].decode() for p in twins)
+                assert _masked(mine_text) == _masked(real_text), f"{page}:\n{mine_text}\n{real_text}"
+        finally:
+            for conn in conns:
+                conn.close()
+
+    run(go())
+
+
+def test_identify_response_as_the_real_nsqd(twins: tuple[ServerProcess, RealNsqd]) -> None:
+    """The same IDENTIFY draws the same JSON (fields, order, values) from both."""
+    fields = {
+        "client_id": "twin",
+        "hostname": "hn",
+        "user_agent": "ua/1",
+        "msg_timeout": 5000,
+        "sample_rate": 10,
+        "heartbeat_interval": 5000,
+        "output_buffer_size": 32768,
+        "output_buffer_timeout": 100,
+        "topology_zone": "z",  # go-nsq sends these; nsqd 1.3.0 neither uses nor echoes them
+        "topology_region": "r",
+    }
+
+    async def answer(addr: str) -> list[tuple[str, object]]:
+        conn = await RawNsq.open(addr)
+        try:
+            return list((await conn.identify(**fields)).items())
+        finally:
+            conn.close()
+
+    ours, theirs = (run(answer(proc.nsqd)) for proc in twins)
+    assert ours == theirs
