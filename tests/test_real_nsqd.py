@@ -22,16 +22,17 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import trustme
 
-from tests.nsq_support import RawNsq, tls_files, trusting, wait_until
+from tests.nsq_support import LookupdProcess, RawNsq, tls_files, trusting, wait_until
 from tests.nsqd_error_cases import ACCEPTED, CASES, LIMITS_ARGS, Accepted, Case
 from tests.real_nsq_support import RealLookupd, RealNsqd, nsq_binaries
-from tests.support import ServerProcess, run, unique
+from tests.support import ServerProcess, run, unique, wait_for
 from tests.test_interop_nsq import MPUB_BATCH, make_bodies, raw_drain, raw_publish
 from tests.test_nsqd_errors import assert_closed, assert_usable, next_error, open_in
 from tidemq.nsq.client import Consumer, Message, Producer, ProtocolError
@@ -579,3 +580,62 @@ def test_identify_response_as_the_real_nsqd(twins: tuple[ServerProcess, RealNsqd
 
     ours, theirs = (run(answer(proc.nsqd)) for proc in twins)
     assert ours == theirs
+
+
+LOOKUPD_EXCHANGES = [
+    ("GET", "/ping"),
+    ("GET", "/nope"),
+    ("GET", "/info"),
+    ("GET", "/lookup"),
+    ("GET", "/lookup?topic=nope"),
+    ("GET", "/lookup?topic=bad!"),
+    ("GET", "/topics"),
+    ("GET", "/channels"),
+    ("GET", "/channels?topic=lk"),
+    ("POST", "/topic/create"),
+    ("POST", "/topic/create?topic=bad!"),
+    ("POST", "/topic/create?topic=made"),
+    ("POST", "/channel/create?topic=made&channel=bad!"),
+    ("POST", "/channel/create?topic=made&channel=c"),
+    ("GET", "/channels?topic=made"),
+    ("POST", "/channel/delete?topic=made&channel=nope"),
+    ("POST", "/channel/delete?topic=made&channel=c"),
+    ("POST", "/topic/delete?topic=made"),
+    ("POST", "/topic/tombstone?topic=lk"),
+    ("POST", "/topic/tombstone?topic=lk&node=nope:1"),
+    ("GET", "/topic/create?topic=x"),
+]
+
+
+def test_lookupd_answers_as_the_real_nsqlookupd(tmp_path: Path) -> None:
+    """tidemq's nsqlookupd, with a tidemq nsqd registered, next to the real pair: same answers and shapes."""
+    ours = LookupdProcess(tmp_path / "ours-lookupd")
+    theirs = RealLookupd(tmp_path / "real-lookupd")
+    bases = [ours.http, f"http://{theirs.http}"]
+    started: list[ServerProcess] = []
+    try:
+        for lookupd, base in zip((ours, theirs), bases, strict=True):
+            lookupd.start()
+            started.append(lookupd)
+            node: ServerProcess
+            if lookupd is ours:
+                node = ServerProcess(tmp_path / "ours", "--lookupd-tcp-address", ours.tcp, command="nsqd")
+            else:
+                node = RealNsqd(tmp_path / "real", f"--lookupd-tcp-address={theirs.tcp}")
+            node.start()
+            started.append(node)
+            assert http("POST", f"http://{node.nsqd_http}/topic/create?topic=lk")[0] == 200
+            assert http("POST", f"http://{node.nsqd_http}/channel/create?topic=lk&channel=c")[0] == 200
+            wait_for(lambda base=base: http("GET", f"{base}/channels?topic=lk")[1] == b'{"channels":["c"]}')
+        for page in ("/lookup?topic=lk", "/nodes", "/debug"):
+            mine, real = (orjson.loads(http("GET", base + page)[1]) for base in bases)
+            assert _shape(mine) == _shape(real), page
+        differences = []
+        for method, path in LOOKUPD_EXCHANGES:
+            mine_answer, real_answer = (http(method, base + path) for base in bases)
+            if mine_answer != real_answer:
+                differences.append(f"{method} {path}: tidemq {mine_answer}, nsqlookupd {real_answer}")
+        assert differences == []
+    finally:
+        for proc in reversed(started):
+            proc.stop()
