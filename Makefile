@@ -100,7 +100,7 @@ JAVA_PEER := .cache/rocketmq-java-client/peer.jar
 GO_PEER_DIR := interop/rocketmq-go
 GO_PEER := .cache/rocketmq-go-client/peer
 GO_CACHE := $(CURDIR)/.cache/go
-GO_ENV := GOPATH=$(GO_CACHE) GOMODCACHE=$(GO_CACHE)/mod GOCACHE=$(GO_CACHE)/build GOFLAGS=-mod=readonly
+GO_ENV := GOPATH=$(GO_CACHE) GOMODCACHE=$(GO_CACHE)/mod GOCACHE=$(GO_CACHE)/build GOFLAGS='-mod=readonly -modcacherw'
 
 .PHONY: rocketmq-java-client rocketmq-go-client javac golang
 pytest: rocketmq-java-client rocketmq-go-client
@@ -129,3 +129,26 @@ $(GO_PEER): $(GO_PEER_DIR)/go.mod $(GO_PEER_DIR)/go.sum $(wildcard $(GO_PEER_DIR
 golang:
 	@command -v go >/dev/null 2>&1 || { apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go; }
+
+# Real NSQ for the real_nsq tests: nsqd and nsqlookupd v1.3.0 and the go-nsq v1.1.0 test program
+# (interop/nsq-go, pinned by its go.sum), built from the Go module proxy into .cache/nsq/bin (git-ignored).
+# Go from Debian when missing.
+.PHONY: nsq-go
+NSQ_GO := interop/nsq-go
+NSQ_BIN := .cache/nsq/bin
+NSQ_STAMP := $(NSQ_BIN)/.built
+
+nsq-go: $(NSQ_STAMP)
+
+pytest: $(NSQ_STAMP)
+
+$(NSQ_STAMP): $(NSQ_GO)/go.mod $(NSQ_GO)/go.sum $(NSQ_GO)/main.go | golang
+	@mkdir -p $(NSQ_BIN)
+	@rm -f $@
+	@cd $(NSQ_GO) && $(GO_ENV) go mod download > $(CURDIR)/$(NSQ_BIN)/download.log 2>&1 || { \
+		echo "cannot resolve a Go module of $(NSQ_GO): $$(grep -m1 . $(CURDIR)/$(NSQ_BIN)/download.log)"; exit 1; }
+	@cd $(NSQ_GO) && $(GO_ENV) go build -o $(CURDIR)/$(NSQ_BIN)/ \
+		github.com/nsqio/nsq/apps/nsqd github.com/nsqio/nsq/apps/nsqlookupd . \
+		> $(CURDIR)/$(NSQ_BIN)/build.log 2>&1 || { \
+		echo "cannot build nsqd/nsqlookupd v1.3.0 and $(NSQ_GO): $$(tail -n1 $(CURDIR)/$(NSQ_BIN)/build.log)"; exit 1; }
+	@touch $@

@@ -28,8 +28,6 @@ PEER_FIELDS = [
     "tcp_port",
     "http_port",
     "version",
-    "topology_zone",
-    "topology_region",
 ]
 IDENTITY = {
     "version": "1.3.0",
@@ -294,8 +292,6 @@ def test_identify_register_lookup_and_close(lookupd: LookupdProcess) -> None:
         "tcp_port": 4150,
         "http_port": 4151,
         "version": "1.3.0",
-        "topology_zone": "z1",
-        "topology_region": "",
     }
     assert get_json(f"{lookupd.http}/channels?topic=tcp_t") == {"channels": ["ch"]}
     assert {"tcp_t", "tcp_t2"} <= set(get_json(f"{lookupd.http}/topics")["topics"])

@@ -14,7 +14,8 @@ import orjson
 from aiohttp import web
 
 from tidemq.address import is_host_port
-from tidemq.nsq.protocol import NSQError, decode_mpub, valid_name
+from tidemq.nsq.config import LOG_LEVEL_NUMBERS
+from tidemq.nsq.protocol import NSQError, valid_name
 from tidemq.nsq.stats import StatsQuery, nsqd_stats, render_text
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ log = logging.getLogger(__name__)
 
 V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
 NSQD_KEY: web.AppKey[Nsqd] = web.AppKey("nsqd")
-LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -141,6 +141,33 @@ async def _read_body(request: web.Request, limit: int, too_big: str) -> bytes:
     raise ApiError(413, too_big)
 
 
+def _binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
+    """``/mpub?binary=true``, judged as nsqd reads it: element by element from the request body.
+
+    Unlike TCP MPUB (spec 1.5) the body has a definite end here, so nsqd's own rules apply: the count is
+    bounded by the largest body that could hold it, an element cut short by the end of the body is
+    BAD_MESSAGE, and bytes after the last counted element are ignored.
+    """
+    size = len(body)
+    if size < 4:
+        raise ApiError(413, "BAD_BODY")
+    count = int.from_bytes(body[:4], "big", signed=True)
+    if count <= 0 or count > (max_body_size - 4) // 5:
+        raise ApiError(413, "BAD_BODY")
+    bodies = []
+    pos = 4
+    for _ in range(count):
+        if pos + 4 > size:
+            raise ApiError(413, "BAD_MESSAGE")
+        length = int.from_bytes(body[pos : pos + 4], "big", signed=True)
+        pos += 4
+        if length <= 0 or length > max_msg_size or pos + length > size:
+            raise ApiError(413, "BAD_MESSAGE")
+        bodies.append(body[pos : pos + length])
+        pos += length
+    return bodies
+
+
 # --- handlers ---------------------------------------------------------------------------------------------
 
 
@@ -199,10 +226,7 @@ async def mpub(request: web.Request) -> web.Response:
     body = await _read_body(request, cfg.max_body_size, "BODY_TOO_BIG")
     topic = _topic_name(request)
     if _flag(request, "binary", False):
-        try:
-            bodies = decode_mpub(body, cfg.max_msg_size)
-        except NSQError as exc:
-            raise ApiError(413, exc.code[2:]) from None
+        bodies = _binary_mpub(body, cfg.max_msg_size, cfg.max_body_size)
     else:
         bodies = [line for line in body.split(b"\n") if line]
         if any(len(line) > cfg.max_msg_size for line in bodies):
@@ -287,8 +311,8 @@ async def config_put(request: web.Request) -> web.Response:
             raise ApiError(400, "INVALID_VALUE")
         await nsqd.set_lookupd_addresses(addresses)
     elif opt == "log_level":
-        level = body.decode(errors="replace").strip().lower()
-        if level not in LOG_LEVELS:
+        level = body.decode(errors="replace").lower()  # as nsqd parses it: no trimming
+        if level not in LOG_LEVEL_NUMBERS:
             raise ApiError(400, "INVALID_VALUE")
         nsqd.log_level = level
     else:

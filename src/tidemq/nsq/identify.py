@@ -128,6 +128,4 @@ def response(n: Negotiated, cfg: NsqdConfig, auth_required: bool) -> dict[str, A
         "auth_required": auth_required,
         "output_buffer_size": n.output_buffer_size,
         "output_buffer_timeout": n.output_buffer_timeout_ms,
-        "topology_region": "",
-        "topology_zone": "",
     }

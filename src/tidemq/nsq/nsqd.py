@@ -21,7 +21,7 @@ from aiohttp import web
 from tidemq.aio import cancel_and_wait
 from tidemq.nsq.auth import Authenticator
 from tidemq.nsq.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
-from tidemq.nsq.config import VERSION, NsqdConfig
+from tidemq.nsq.config import LOG_LEVEL_NUMBERS, VERSION, NsqdConfig
 from tidemq.nsq.connection import NsqConnection
 from tidemq.nsq.fin_journal import FinJournal, channel_key, journal_files, replay
 from tidemq.nsq.http_api import make_app
@@ -384,7 +384,7 @@ class Nsqd:
         ms = 1_000_000
         return {
             "nsqlookupd_tcp_addresses": cfg.lookupd_tcp_addresses,
-            "log_level": self.log_level,
+            "log_level": LOG_LEVEL_NUMBERS[self.log_level],  # nsqd encodes its lg.LogLevel as a number
             "tcp_address": f"{cfg.tcp_host}:{cfg.tcp_port}",
             "http_address": f"{cfg.tcp_host}:{cfg.http_port}" if cfg.http_port is not None else "",
             "broadcast_address": cfg.broadcast_host,
@@ -423,8 +423,6 @@ class Nsqd:
             "max_output_buffer_size": cfg.max_output_buffer_size,
             "max_output_buffer_timeout": cfg.max_output_buffer_timeout_ms * 1_000_000,
             "max_deflate_level": cfg.max_deflate_level,
-            "topology_zone": "",
-            "topology_region": "",
         }
 
 

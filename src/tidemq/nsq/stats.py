@@ -12,6 +12,7 @@ import gc
 import resource
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from tidemq.nsq.config import VERSION
@@ -57,8 +58,6 @@ def client_stats(conn: NsqConnection, topic: str | None = None) -> dict[str, Any
             stats["auth_identity"] = conn.auth_state.identity
         if conn.auth_state.identity_url:
             stats["auth_identity_url"] = conn.auth_state.identity_url
-    stats["topology_zone"] = ""
-    stats["topology_region"] = ""
     pub_counts = [
         {"topic": name, "count": count}
         for name, count in sorted(conn.pub_counts.items())
@@ -147,10 +146,11 @@ def nsqd_stats(nsqd: Nsqd, query: StatsQuery) -> dict[str, Any]:
     if query.topic is not None and query.topic not in nsqd.topics:
         topics = None
     else:
-        topics = [
+        topics = [  # a channel filter leaves out the topics without that channel, as nsqd does
             topic_stats(t, query)
             for name, t in sorted(nsqd.topics.items())
-            if query.topic is None or name == query.topic
+            if (query.topic is None or name == query.topic)
+            and (query.channel is None or query.channel in t.channels)
         ]
     stats: dict[str, Any] = {
         "version": VERSION,
@@ -160,20 +160,62 @@ def nsqd_stats(nsqd: Nsqd, query: StatsQuery) -> dict[str, Any]:
     }
     if query.include_mem:
         stats["memory"] = memory_stats()
+    # Every client that has published is a producer, whatever the topic asked for (only its pub_counts are
+    # narrowed to that topic); asking for a topic nsqd does not have lists none, as nsqd answers.
     producers = [
         client_stats(c, query.topic)
         for c in sorted(nsqd.connections, key=lambda c: c.remote)
-        if c.pub_counts and (query.topic is None or query.topic in c.pub_counts)
+        if c.pub_counts and topics is not None
     ]
     stats["producers"] = producers if producers and query.include_clients else None
     return stats
 
 
 def _duration(seconds: float) -> str:
+    """Whole seconds as Go prints a ``time.Duration`` truncated to the second (``1h0m5s``, ``2m3s``)."""
     seconds = int(seconds)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h{minutes}m{secs}s" if hours else f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go's ``time.Duration.String`` prints it (``1.319926049s``, ``180.297491ms``)."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
+        return "0s"
+    if ns < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= size:
+                whole, frac = divmod(ns, size)
+                digits = len(str(size)) - 1
+                text = f"{whole}.{frac:0{digits}d}".rstrip("0").rstrip(".") if digits else str(whole)
+                return text + unit
+    whole, frac = divmod(ns, 1_000_000_000)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    sec_text = f"{secs}.{frac:09d}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{hours}h{minutes}m{sec_text}"
+    return f"{minutes}m{sec_text}" if minutes else sec_text
+
+
+def _client_line(client: dict[str, Any], now: float) -> str:
+    """nsqd's ``ClientV2Stats.String``: ``[V2 host:port user-agent]``, then producer or consumer figures."""
+    port = client["remote_address"].rsplit(":", 1)[-1]
+    who = f"{client['hostname']}:{port} {client['user_agent']}"
+    connected = _duration(now - client["connect_ts"])
+    counts = client.get("pub_counts") or []
+    if counts:
+        total = sum(pc["count"] for pc in counts)
+        topics = ",".join(f"{pc['topic']}={pc['count']}" for pc in counts)
+        return f"[{client['version']} {who:<21}] msgs: {total:<8} topics: {topics} connected: {connected}"
+    return (
+        f"[{client['version']} {who:<21}] state: {client['state']} inflt: {client['in_flight_count']:<4} "
+        f"rdy: {client['ready_count']:<4} fin: {client['finish_count']:<8} "
+        f"re-q: {client['requeue_count']:<8} "
+        f"msgs: {client['message_count']:<8} connected: {connected}"
+    )
 
 
 def _latency_text(latency: dict[str, Any]) -> str:
@@ -182,43 +224,38 @@ def _latency_text(latency: dict[str, Any]) -> str:
 
 
 def render_text(stats: dict[str, Any]) -> str:
-    """The plain-text /stats page, laid out like nsqd's for people reading it in a terminal."""
+    """The plain-text /stats page, laid out line for line like nsqd's (``nsqd/http.go`` printStats)."""
     now = time.time()
+    started = datetime.fromtimestamp(stats["start_time"]).astimezone()
     lines = [
         f"nsqd v{stats['version']} (tidemq)",
-        f"start_time {time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(stats['start_time']))}",
-        f"uptime {_duration(now - stats['start_time'])}",
+        f"start_time {started.isoformat(timespec='seconds').replace('+00:00', 'Z')}",
+        f"uptime {go_duration(now - stats['start_time'])}",
         "",
         f"Health: {stats['health']}",
-        "",
     ]
-    if not stats["topics"]:
-        lines.append("NO_TOPICS")
-    else:
-        lines.append("Topics:")
-        for t in stats["topics"]:
+    memory = stats.get("memory")
+    if memory is not None:
+        lines += ["", "Memory:"] + [f"   {name:<25}\t{value}" for name, value in memory.items()]
+    lines += ["", "Topics: None" if not stats["topics"] else "Topics:"]
+    for i, t in enumerate(stats["topics"] or ()):
+        paused = "*P " if t["paused"] else "   "
+        lines += [""] * (i > 0)  # nsqd puts a blank line between topics, none after "Topics:"
+        lines += [
+            f"{paused}[{t['topic_name']:<15}] depth: {t['depth']:<5} be-depth: {t['backend_depth']:<5} "
+            f"msgs: {t['message_count']:<8} e2e%: {_latency_text(t['e2e_processing_latency'])}",
+        ]
+        for c in t["channels"]:
+            paused = "   *P " if c["paused"] else "      "
             lines.append(
-                f"   [{t['topic_name']:<25}] depth: {t['depth']:<5} be-depth: {t['backend_depth']:<5} "
-                f"msgs: {t['message_count']:<8} e2e%: {_latency_text(t['e2e_processing_latency'])}"
+                f"{paused}[{c['channel_name']:<25}] depth: {c['depth']:<5} "
+                f"be-depth: {c['backend_depth']:<5} inflt: {c['in_flight_count']:<4} "
+                f"def: {c['deferred_count']:<4} re-q: {c['requeue_count']:<5} "
+                f"timeout: {c['timeout_count']:<5} msgs: {c['message_count']:<8} "
+                f"e2e%: {_latency_text(c['e2e_processing_latency'])}"
             )
-            for c in t["channels"]:
-                lines.append(
-                    f"      [{c['channel_name']:<25}] depth: {c['depth']:<5} "
-                    f"be-depth: {c['backend_depth']:<5} inflt: {c['in_flight_count']:<4} "
-                    f"def: {c['deferred_count']:<4} re-q: {c['requeue_count']:<5} "
-                    f"timeout: {c['timeout_count']:<5} msgs: {c['message_count']:<8} "
-                    f"e2e%: {_latency_text(c['e2e_processing_latency'])}"
-                )
-                for cl in c["clients"] or []:
-                    lines.append(
-                        f"        [V2 {cl['client_id']:<21}] state: {cl['state']} "
-                        f"inflt: {cl['in_flight_count']:<4} rdy: {cl['ready_count']:<4} "
-                        f"fin: {cl['finish_count']:<8} re-q: {cl['requeue_count']:<8} "
-                        f"msgs: {cl['message_count']:<8} connected: {_duration(now - cl['connect_ts'])}"
-                    )
-    if stats.get("producers"):
-        lines += ["", "Producers:"]
-        for p in stats["producers"]:
-            counts = ", ".join(f"{pc['topic']}: {pc['count']}" for pc in p.get("pub_counts", []))
-            lines.append(f"   [V2 {p['client_id']:<21}] msgs: {p['message_count']:<8} pub_counts: {counts}")
+            lines += [f"        {_client_line(cl, now)}" for cl in c["clients"] or ()]
+    producers = stats.get("producers")
+    lines += ["", "Producers:" if producers else "Producers: None"]
+    lines += [f"   {_client_line(p, now)}" for p in producers or ()]
     return "\n".join(lines) + "\n"

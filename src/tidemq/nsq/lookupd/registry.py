@@ -50,8 +50,6 @@ class PeerInfo:
     tcp_port: int
     http_port: int
     version: str
-    topology_zone: str = ""
-    topology_region: str = ""
     last_update: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -62,8 +60,6 @@ class PeerInfo:
             "tcp_port": self.tcp_port,
             "http_port": self.http_port,
             "version": self.version,
-            "topology_zone": self.topology_zone,
-            "topology_region": self.topology_region,
         }
 
 
@@ -243,23 +239,22 @@ class RegistrationDB:
         return out
 
     def debug(self) -> dict[str, list[dict[str, Any]]]:
+        """``/debug``: keys in sorted order at both levels, as Go encodes nsqlookupd's maps."""
         out: dict[str, list[dict[str, Any]]] = {}
         for reg, producers in self._map.items():
             for producer in producers.values():
                 peer = producer.peer
-                out.setdefault(f"{reg.category}:{reg.key}:{reg.subkey}", []).append(
-                    {
-                        "id": peer.id,
-                        "hostname": peer.hostname,
-                        "broadcast_address": peer.broadcast_address,
-                        "tcp_port": peer.tcp_port,
-                        "http_port": peer.http_port,
-                        "version": peer.version,
-                        "topology_zone": peer.topology_zone,
-                        "topology_region": peer.topology_region,
-                        "last_update": int(peer.last_update * 1e9),
-                        "tombstoned": producer.tombstoned,
-                        "tombstoned_at": int(producer.tombstoned_at * 1e9),
-                    }
-                )
-        return out
+                entry = {
+                    "id": peer.id,
+                    "hostname": peer.hostname,
+                    "broadcast_address": peer.broadcast_address,
+                    "tcp_port": peer.tcp_port,
+                    "http_port": peer.http_port,
+                    "version": peer.version,
+                    "last_update": int(peer.last_update * 1e9),
+                    "tombstoned": producer.tombstoned,
+                    "tombstoned_at": int(producer.tombstoned_at * 1e9),
+                }
+                key = f"{reg.category}:{reg.key}:{reg.subkey}"
+                out.setdefault(key, []).append(dict(sorted(entry.items())))
+        return dict(sorted(out.items()))

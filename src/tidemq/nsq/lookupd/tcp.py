@@ -103,7 +103,7 @@ def _peer_from_identify(body: bytes, peer_id: str) -> PeerInfo:
     if not isinstance(data, dict):
         raise NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
     fields: dict[str, Any] = {}
-    for name in ("broadcast_address", "hostname", "version", "topology_zone", "topology_region"):
+    for name in ("broadcast_address", "hostname", "version"):  # nsqlookupd 1.3.0 knows no topology
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             raise NSQError("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
