@@ -286,8 +286,10 @@ def test_java_lite_pull_consumer_assign_seek_and_subscribe(server: ServerProcess
 
     run(produce())
     group = unique("JavaLiteAssign")
-    assigned = java.run("litepull", topic=topic, group=group, mode="assign", seek=1, expect=8)
+    assigned = java.run("litepull", topic=topic, group=group, mode="assign", before_seek=12, seek=1, expect=8)
     assert events(assigned, "assigned")[0]["queues"] == 4
+    before = events(assigned, "received-before-seek")
+    assert sorted(r["body"] for r in before) == sorted(f"q{q}-{i}" for q in range(4) for i in range(3))
     got = events(assigned, "received")
     assert sorted(r["body"] for r in got) == sorted(f"q{q}-{i}" for q in range(4) for i in (1, 2))
     assert all(r["queueOffset"] >= 1 for r in got)

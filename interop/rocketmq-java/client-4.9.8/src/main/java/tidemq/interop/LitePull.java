@@ -12,9 +12,9 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
- * {@code litepull --topic T --group G --mode subscribe|assign [--seek N] --expect N}: DefaultLitePullConsumer
- * either subscribed (rebalanced, auto-commit) or assigned every queue of the topic and seeked to offset N
- * in each, then committed. Prints each polled message and, at the end, the committed offsets it sees.
+ * {@code litepull --topic T --group G --mode subscribe|assign [--before-seek M] [--seek N] --expect N}:
+ * DefaultLitePullConsumer either subscribed (rebalanced, auto-commit) or assigned every queue of the topic,
+ * M messages polled, then seeked to offset N in each, then committed. Prints each polled message and, at the end, the committed offsets it sees.
  */
 final class LitePull {
     private LitePull() {
@@ -40,6 +40,17 @@ final class LitePull {
             assigned.addAll(mqs);
             assigned.sort(null);
             c.assign(assigned);
+            // Read what is there first, so that no pull is in flight when seeking: a pull answered after
+            // seek() has taken its new offset is still handed to poll() by the 4.9.8 client.
+            int beforeSeek = opts.integer("before-seek", 0);
+            Set<String> first = new HashSet<>();
+            long firstDeadline = System.currentTimeMillis() + timeoutMs / 2;
+            while (first.size() < beforeSeek && System.currentTimeMillis() < firstDeadline) {
+                for (MessageExt m : c.poll()) {
+                    first.add(Peer.text(m.getBody()));
+                    Peer.emit(Msgs.received("received-before-seek", m));
+                }
+            }
             long seek = opts.integer("seek", 0);
             for (MessageQueue mq : assigned) {
                 try {
