@@ -8,8 +8,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from tests.support import RawClient
+from tests.support import RawClient, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, PushConsumer
+from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.message import Message
 from tidemq.client.producer import Producer
 from tidemq.remoting.message import MessageExt
@@ -174,3 +175,20 @@ def check_property_rules(
     assert letter.body == b"plain" and letter.reconsume_times == 2
     assert (letter.properties["DELAY"], letter.properties["WAIT"]) == ("0", "false"), letter.properties
     assert letter.properties["ORIGIN_MESSAGE_ID"] == first.offset_msg_id
+
+
+async def drain(namesrv: str, topic: str, expect: int, timeout: float = 30.0) -> list[MessageExt]:
+    """Every message of ``topic`` from the first offset, through tidemq's lite pull consumer, once
+    ``expect`` have arrived (and a moment more, to catch extras)."""
+    c = LitePullConsumer(unique("drain"), namesrv, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    c.subscribe(topic)
+    await c.start()
+    got: list[MessageExt] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(got) < expect and time.monotonic() < deadline:
+            got += await c.poll(1.0)
+        got += await c.poll(0.5)
+    finally:
+        await c.shutdown()
+    return got

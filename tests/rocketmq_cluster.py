@@ -19,13 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import RawClient, free_port, unique
+from tests.support import RawClient, free_port
 from tidemq.client.admin import Admin
-from tidemq.client.consumer import ConsumeFromWhere
-from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
-from tidemq.remoting.message import MessageExt
 
 ROOT = Path(__file__).resolve().parent.parent
 JAVA_HOME_CONF = ROOT / "interop" / "rocketmq-java" / "home"
@@ -308,20 +305,3 @@ async def create_topic(cluster: JavaCluster, topic: str, queues: int = 4) -> Non
                 return
             await asyncio.sleep(0.3)
     raise AssertionError(f"{topic} was not routed to both brokers")
-
-
-async def drain(cluster: JavaCluster, topic: str, expect: int, timeout: float = 30.0) -> list[MessageExt]:
-    """Every message of ``topic`` from the first offset, through a lite pull consumer, once ``expect``
-    have arrived (and a moment more, to catch extras)."""
-    c = LitePullConsumer(unique("drain"), cluster.namesrv, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    c.subscribe(topic)
-    await c.start()
-    got: list[MessageExt] = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(got) < expect and time.monotonic() < deadline:
-            got += await c.poll(1.0)
-        got += await c.poll(0.5)
-    finally:
-        await c.shutdown()
-    return got

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from tests.consumer_support import drain
 from tests.support import ScriptRun, ServerProcess, run, run_script, unique
-from tests.test_interop_java_client import create_topic, dead_letters, drain
+from tests.test_interop_java_client import create_topic, dead_letters
 from tidemq.client import Message, Producer
 
 pytestmark = pytest.mark.go_client

@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.consumer_support import Collector, consumer, wait_until
+from tests.consumer_support import Collector, consumer, drain, wait_until
 from tests.java_client_support import JavaPeer, events
 from tests.support import RawClient, ServerProcess, run, unique
 from tidemq.client import Message, Producer
 from tidemq.client.admin import Admin
 from tidemq.client.consumer import ConsumeFromWhere
-from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.remoting.message import MessageExt
 
 pytestmark = pytest.mark.java_client
@@ -48,23 +47,6 @@ async def create_topic(server: ServerProcess, topic: str, queues: int = 4) -> No
         assert resp.code == 0, resp
     finally:
         c.close()
-
-
-async def drain(namesrv: str, topic: str, expect: int, timeout: float = 30.0) -> list[MessageExt]:
-    """Every message of ``topic`` through tidemq's lite pull consumer, once ``expect`` arrived (and a
-    moment more, to catch extras)."""
-    c = LitePullConsumer(unique("drain"), namesrv, consume_from_where=FIRST)
-    c.subscribe(topic)
-    await c.start()
-    got: list[MessageExt] = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(got) < expect and time.monotonic() < deadline:
-            got += await c.poll(1.0)
-        got += await c.poll(0.5)
-    finally:
-        await c.shutdown()
-    return got
 
 
 async def drain_queue(server: ServerProcess, topic: str, queue_id: int = 0) -> list[MessageExt]:

@@ -19,10 +19,11 @@ from tests.consumer_support import (
     Collector,
     check_property_rules,
     consumer,
+    drain,
     property_rules_scenario,
     wait_until,
 )
-from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, drain, java_cluster
+from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, java_cluster
 from tests.support import run, unique
 from tidemq.client import (
     BlockingLitePullConsumer,
@@ -78,7 +79,7 @@ def test_producer_every_send_kind_arrives_as_sent(cluster: JavaCluster) -> None:
             await producer.send(Message(topic, big, tags="big"))
             sent_delayed = time.time()
             await producer.send(Message(topic, b"delayed", delay_level=1))
-        got = await drain(cluster, topic, 20)
+        got = await drain(cluster.namesrv, topic, 20)
         by_body = {m.body: m for m in got}
         assert len(got) == 20, sorted(by_body)
         assert by_body[b"sync"].tags == "t1" and by_body[b"sync"].properties["color"] == "blue"
@@ -116,7 +117,7 @@ def test_push_consumer_failures_go_through_the_real_retry_topic_to_the_dlq(clust
             )
         finally:
             await c.shutdown()
-        dead = await drain(cluster, f"%DLQ%{group}", 1, timeout=30)
+        dead = await drain(cluster.namesrv, f"%DLQ%{group}", 1, timeout=30)
         assert [m.body for m in dead] == [b"poison"]
         assert all(got.bodies.count(b"ok%d" % i) == 1 for i in range(10))
 
@@ -316,7 +317,7 @@ def test_stored_properties_of_retries_dead_letters_delays_and_batches(cluster: J
     async def scenario() -> None:
         await create_topic(cluster, topic, 1)
         deliveries, dlq = await property_rules_scenario(cluster.namesrv, topic, group)
-        dead = await drain(cluster, dlq, 1)
+        dead = await drain(cluster.namesrv, dlq, 1)
         check_property_rules(deliveries, dead, topic, group, plain_keeps_wait=cluster.major >= 5)
 
     run(scenario())

@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, drain, java_cluster
+from tests.consumer_support import drain
+from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, java_cluster
 from tests.spark_cluster import SparkCluster
 from tests.support import unique, wait_for
 from tidemq.client import Message, Producer
@@ -101,7 +102,7 @@ def test_stream_survives_a_worker_kill_with_every_message_exactly_once_in_parque
         assert set(keys) == landed, "parquet holds every message exactly once"
         assert "Lost executor" in driver_log, "the killed worker's executor was lost mid-stream"
 
-        results = asyncio.run(drain(cluster, result_topic, MESSAGES, timeout=JOB_TIMEOUT_S))
+        results = asyncio.run(drain(cluster.namesrv, result_topic, MESSAGES, timeout=JOB_TIMEOUT_S))
         sources = {json.loads(m.body)["source"] for m in results}
         assert sources == {f"{b}:{q}:{o}" for b, q, o in landed}
     finally:
