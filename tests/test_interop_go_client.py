@@ -14,7 +14,7 @@ import pytest
 
 from tests.consumer_support import drain
 from tests.support import ScriptRun, ServerProcess, run, run_script, unique
-from tests.test_interop_java_client import create_topic, dead_letters
+from tests.test_interop_java_client import create_topic, dead_letters, send_ok_and_poison
 from tidemq.client import Message, Producer
 
 pytestmark = pytest.mark.go_client
@@ -78,15 +78,7 @@ def test_tidemq_messages_reach_a_go_push_consumer_through_retry_to_the_dlq(serve
     topic, group = unique("ToGo"), unique("GoPush")
     run(create_topic(server, topic))
 
-    async def produce() -> None:
-        async with Producer(unique("PG"), server.namesrv) as producer:
-            for i in range(4):
-                await producer.send(
-                    Message(topic, b"ok-%d" % i, tags="TagA", keys=f"k{i}", properties={"n": str(i)})
-                )
-            await producer.send(Message(topic, b"poison-0", tags="TagA", keys="kp"))
-
-    run(produce())
+    run(send_ok_and_poison(server.namesrv, topic))
     consumed = go(
         server,
         "consume",

@@ -145,6 +145,16 @@ def test_java_compressed_body_round_trips_through_tidemq(server: ServerProcess, 
     assert bodies == {("big-0", 6000), ("py-big", len(big_py))}
 
 
+async def send_ok_and_poison(namesrv: str, topic: str) -> None:
+    """Four good messages (tag, key, a property each) and one the consumer is told to fail."""
+    async with Producer(unique("PG"), namesrv) as producer:
+        for i in range(4):
+            await producer.send(
+                Message(topic, b"ok-%d" % i, tags="TagA", keys=f"k{i}", properties={"n": str(i)})
+            )
+        await producer.send(Message(topic, b"poison-0", tags="TagA", keys="kp"))
+
+
 def test_tidemq_messages_reach_a_java_push_consumer_through_retry_to_the_dlq(
     server: ServerProcess, java: JavaPeer
 ) -> None:
@@ -153,15 +163,7 @@ def test_tidemq_messages_reach_a_java_push_consumer_through_retry_to_the_dlq(
     topic, group = unique("ToJava"), unique("JavaPush")
     run(create_topic(server, topic))
 
-    async def produce() -> None:
-        async with Producer(unique("PG"), server.namesrv) as producer:
-            for i in range(4):
-                await producer.send(
-                    Message(topic, b"ok-%d" % i, tags="TagA", keys=f"k{i}", properties={"n": str(i)})
-                )
-            await producer.send(Message(topic, b"poison-0", tags="TagA", keys="kp"))
-
-    run(produce())
+    run(send_ok_and_poison(server.namesrv, topic))
     consumed = java.run(
         "consume",
         topic=topic,

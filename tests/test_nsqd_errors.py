@@ -206,18 +206,23 @@ def test_table_is_consistent() -> None:
     assert all(c.fatal for c in CASES if c.code not in non_fatal)
 
 
+async def check_accepted(nsqd: str, acc: Accepted) -> None:
+    """``acc.send`` is answered with exactly ``acc.responses`` and the connection stays usable."""
+    conn = await open_in(nsqd, acc.setup)
+    try:
+        conn.send_raw(acc.send)
+        for expected in acc.responses:
+            ftype, data = await conn.frame()
+            assert (ftype, data) == (FrameType.RESPONSE, expected)
+        await assert_usable(conn)  # an error frame sent for ``acc.send`` would arrive before OK
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("acc", [pytest.param(a, id=a.id) for a in ACCEPTED])
 def test_accepted_input(limits: ServerProcess, acc: Accepted) -> None:
     async def scenario() -> None:
-        conn = await open_in(limits.nsqd, acc.setup)
-        try:
-            conn.send_raw(acc.send)
-            for expected in acc.responses:
-                ftype, data = await conn.frame()
-                assert (ftype, data) == (FrameType.RESPONSE, expected)
-            await assert_usable(conn)  # an error frame sent for ``acc.send`` would arrive before OK
-        finally:
-            conn.close()
+        await check_accepted(limits.nsqd, acc)
 
     run(scenario())
 

@@ -34,7 +34,7 @@ from tests.nsqd_error_cases import ACCEPTED, CASES, LIMITS_ARGS, Accepted, Case
 from tests.real_nsq_support import RealLookupd, RealNsqd, nsq_binaries
 from tests.support import ServerProcess, run, unique, wait_for
 from tests.test_interop_nsq import MPUB_BATCH, make_bodies, raw_drain, raw_publish
-from tests.test_nsqd_errors import assert_closed, assert_usable, next_error, open_in
+from tests.test_nsqd_errors import assert_closed, assert_usable, check_accepted, next_error, open_in
 from tidemq.nsq.client import Consumer, Message, Producer, ProtocolError
 from tidemq.nsq.protocol import FrameType
 
@@ -148,15 +148,7 @@ def test_error_table_matches_the_real_nsqd(real_limits: RealNsqd, case: Case) ->
 @pytest.mark.parametrize("acc", [pytest.param(a, id=a.id) for a in ACCEPTED])
 def test_accepted_table_matches_the_real_nsqd(real_limits: RealNsqd, acc: Accepted) -> None:
     async def scenario() -> None:
-        conn = await open_in(real_limits.nsqd, acc.setup)
-        try:
-            conn.send_raw(acc.send)
-            for expected in acc.responses:
-                ftype, data = await conn.frame()
-                assert (ftype, data) == (FrameType.RESPONSE, expected)
-            await assert_usable(conn)
-        finally:
-            conn.close()
+        await check_accepted(real_limits.nsqd, acc)
 
     run(scenario())
 
