@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
+
+from tidemq.nsq.protocol import NSQError
 
 log = logging.getLogger(__name__)
 
@@ -127,3 +130,50 @@ class Authenticator:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+#: Who is asking, as the auth server is told: remote IP, whether TLS is on, the client certificate's CN.
+Peer = Callable[[], tuple[str, bool, str]]
+
+
+class AuthSession:
+    """One connection's AUTH: the secret it sent and the auth server's answer, asked again once its TTL
+    runs out. Every refusal is the protocol's error; why the auth server failed stays in our log."""
+
+    def __init__(self, authenticator: Authenticator, required: bool, peer: Peer) -> None:
+        self.authenticator = authenticator
+        self.required = required
+        self.peer = peer
+        self.state: AuthState | None = None
+        self._secret = ""
+
+    async def auth(self, secret: str) -> dict[str, Any]:
+        """AUTH with ``secret``: the reply nsqd sends (identity and how many permissions)."""
+        if self.state is not None:
+            raise NSQError("E_INVALID", "AUTH already set")
+        if not self.required:
+            raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
+        self._secret = secret
+        state = await self._ask()
+        if not state.authorizations:
+            raise NSQError("E_UNAUTHORIZED", "AUTH no authorizations found")
+        count = sum(len(a.permissions) for a in state.authorizations)
+        return {"identity": state.identity, "identity_url": state.identity_url, "permission_count": count}
+
+    async def check(self, verb: str, topic: str, channel: str = "") -> None:
+        """Refuse ``verb`` on the topic (publish) or channel (subscribe) unless authorized."""
+        if not self.required:
+            return
+        if self.state is None:
+            raise NSQError("E_AUTH_FIRST", f"AUTH required before {verb}")
+        state = await self._ask() if self.state.expired else self.state
+        if not state.allows(topic, channel):
+            raise NSQError("E_UNAUTHORIZED", f'AUTH failed for {verb} on "{topic}" "{channel}"')
+
+    async def _ask(self) -> AuthState:
+        try:
+            state = await self.authenticator.authenticate(self._secret, *self.peer())
+        except AuthError:
+            raise NSQError("E_AUTH_FAILED", "AUTH failed") from None
+        self.state = state
+        return state

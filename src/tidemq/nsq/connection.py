@@ -1,4 +1,4 @@
-"""One client connection to nsqd: the TCP V2 state machine (spec 1.4-1.10).
+"""One client connection to nsqd: the TCP V2 state machine (spec 1.4-1.10); its AUTH is an AuthSession.
 
 With sync flush a FIN, which nsqd never answers, is made durable before anything nsqd writes to the
 connection after it: output from then on is held until the FIN journal's fsync covers the FIN (one fsync
@@ -22,7 +22,7 @@ import orjson
 
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
 from tidemq.nsq import identify
-from tidemq.nsq.auth import AuthError, AuthState
+from tidemq.nsq.auth import AuthSession
 from tidemq.nsq.channel import Channel
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
 from tidemq.nsq.config import TLSRequired
@@ -78,8 +78,7 @@ class NsqConnection(BufferedReceiver):
         self.pub_counts: dict[str, int] = {}
         self.tls = False
         self.compression: StreamCompression | None = None
-        self.auth_state: AuthState | None = None
-        self._auth_secret = ""
+        self.auth_session = AuthSession(nsqd.authenticator, nsqd.auth_required, self._peer)
         self._commands: deque[Command | FinRun | NSQError] = deque()
         #: Sync flush: (log end, error code) of publishes stored but not yet answered.
         self._unanswered: list[tuple[int, str]] = []
@@ -414,40 +413,15 @@ class NsqConnection(BufferedReceiver):
                     return str(value)
         return ""
 
+    def _peer(self) -> tuple[str, bool, str]:
+        return self.remote_ip, self.tls, self.common_name
+
     async def auth(self, cmd: Command) -> None:
         self._require_state(cmd, State.INIT)
         if cmd.params:
             raise NSQError("E_INVALID", "AUTH invalid number of parameters")
-        if self.auth_state is not None:
-            raise NSQError("E_INVALID", "AUTH already set")
-        if not self.nsqd.auth_required:
-            raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
-        self._auth_secret = (cmd.body or b"").decode(errors="replace")
-        state = await self._authenticate()
-        if not state.authorizations:
-            raise NSQError("E_UNAUTHORIZED", "AUTH no authorizations found")
-        count = sum(len(a.permissions) for a in state.authorizations)
-        reply = {"identity": state.identity, "identity_url": state.identity_url, "permission_count": count}
+        reply = await self.auth_session.auth((cmd.body or b"").decode(errors="replace"))
         self.send_response(orjson.dumps(reply))
-
-    async def _authenticate(self) -> AuthState:
-        try:
-            state = await self.nsqd.authenticator.authenticate(
-                self._auth_secret, self.remote_ip, self.tls, self.common_name
-            )
-        except AuthError:
-            raise NSQError("E_AUTH_FAILED", "AUTH failed") from None  # details stay in our log
-        self.auth_state = state
-        return state
-
-    async def _check_auth(self, verb: str, topic: str, channel: str = "") -> None:
-        if not self.nsqd.auth_required:
-            return
-        if self.auth_state is None:
-            raise NSQError("E_AUTH_FIRST", f"AUTH required before {verb}")
-        state = await self._authenticate() if self.auth_state.expired else self.auth_state
-        if not state.allows(topic, channel):
-            raise NSQError("E_UNAUTHORIZED", f'AUTH failed for {verb} on "{topic}" "{channel}"')
 
     async def sub(self, cmd: Command) -> None:
         self._require_state(cmd, State.INIT)
@@ -460,7 +434,7 @@ class NsqConnection(BufferedReceiver):
             raise NSQError("E_BAD_TOPIC", f"SUB topic name {go_quote(topic)} is not valid")
         if not valid_name(channel):
             raise NSQError("E_BAD_CHANNEL", f"SUB channel name {go_quote(channel)} is not valid")
-        await self._check_auth("SUB", topic, channel)
+        await self.auth_session.check("SUB", topic, channel)
         self.channel = self.nsqd.subscribe(topic, channel, self)
         self.state = State.SUBSCRIBED
         self.send_response(OK)
@@ -551,7 +525,7 @@ class NsqConnection(BufferedReceiver):
     async def publish(self, cmd: Command) -> None:
         """PUB, MPUB or DPUB, as ``precheck`` (run by the parser before the body was read) allowed it."""
         bodies = self._bodies(cmd)
-        await self._check_auth(cmd.name.decode(), cmd.params[0].decode(errors="replace"))
+        await self.auth_session.check(cmd.name.decode(), cmd.params[0].decode(errors="replace"))
         self._store(cmd, bodies)
 
     def publish_inline(self, cmd: Command) -> bool:

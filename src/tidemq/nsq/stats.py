@@ -52,12 +52,12 @@ def client_stats(conn: NsqConnection, topic: str | None = None) -> dict[str, Any
         "snappy": conn.compression is not None and conn.compression.name == "snappy",
         "user_agent": conn.user_agent,
     }
-    if conn.auth_state is not None:
+    if conn.auth_session.state is not None:
         stats["authed"] = True
-        if conn.auth_state.identity:
-            stats["auth_identity"] = conn.auth_state.identity
-        if conn.auth_state.identity_url:
-            stats["auth_identity_url"] = conn.auth_state.identity_url
+        if conn.auth_session.state.identity:
+            stats["auth_identity"] = conn.auth_session.state.identity
+        if conn.auth_session.state.identity_url:
+            stats["auth_identity_url"] = conn.auth_session.state.identity_url
     pub_counts = [
         {"topic": name, "count": count}
         for name, count in sorted(conn.pub_counts.items())
