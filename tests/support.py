@@ -313,6 +313,26 @@ class RawClient:
         return await self.conn.invoke(api.create_topic_request(topic, queues, perm), 5.0)
 
 
+def tidemq_cli(
+    *args: str,
+    stdin: str | None = None,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The ``tidemq`` command as a user runs it, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "tidemq", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
 

@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from tests.support import ServerProcess
+from tests.support import ServerProcess, tidemq_cli
 
-
-def tidemq(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidemq", *args], input=stdin, capture_output=True, text=True, timeout=timeout
-    )
+tidemq = tidemq_cli
 
 
 def test_produce_consume_and_progress_round_trip(server: ServerProcess) -> None:

@@ -14,7 +14,7 @@ from typing import IO
 
 import pytest
 
-from tests.support import ServerProcess, unique, wait_for
+from tests.support import ServerProcess, tidemq_cli, unique, wait_for
 
 
 class Running:
@@ -62,10 +62,7 @@ class Running:
         return self.proc.returncode, self.lines, err
 
 
-def tidemq(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidemq", *args], input=stdin, capture_output=True, text=True, timeout=60
-    )
+tidemq = tidemq_cli
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

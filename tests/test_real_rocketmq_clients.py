@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +22,7 @@ from tests.consumer_support import (
     wait_until,
 )
 from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, java_cluster
-from tests.support import run, unique
+from tests.support import run, tidemq_cli, unique
 from tidemq.client import (
     BlockingLitePullConsumer,
     BlockingProducer,
@@ -258,16 +256,7 @@ def test_cli_against_the_real_cluster(cluster: JavaCluster, tmp_path: Path) -> N
     env = {**os.environ, "NAMESRV_ADDR": cluster.namesrv}
 
     def tidemq(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "tidemq", *args],
-            input=stdin,
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = tidemq_cli(*args, stdin=stdin, timeout=120, env=env, cwd=tmp_path)
         assert done.returncode == 0, f"tidemq {' '.join(args)}: exit {done.returncode}\n{done.stderr[-3000:]}"
         return done.stdout
 
