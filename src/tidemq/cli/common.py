@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -222,3 +223,15 @@ def message_record(msg: MessageExt) -> dict[str, Any]:
         "born_timestamp": msg.born_timestamp,
         "store_timestamp": msg.store_timestamp,
     }
+
+
+SIGNALS_HELP = (
+    "SIGINT (Ctrl-C) or SIGTERM stops it cleanly: {what}, it prints the summary and exits 0; "
+    "a second signal ends it at once."
+)
+
+
+def discard_stdout() -> None:
+    """The reader of our stdout went away (``| head``): send what is still written there nowhere, so
+    the command can stop cleanly instead of dying of a broken pipe at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -16,8 +16,10 @@ import click
 import orjson
 
 from tidemq.cli.common import (
+    SIGNALS_HELP,
     StopOnSignal,
     body_text,
+    discard_stdout,
     format_option,
     message_record,
     namesrv_option,
@@ -38,12 +40,6 @@ from tidemq.client.consumer.types import ConsumeContext
 from tidemq.client.producer import validate_topic
 from tidemq.remoting.message import MessageExt
 
-__all__ = ["format_option", "message_record", "namesrv_option", "register"]
-
-SIGNALS_HELP = (
-    "SIGINT (Ctrl-C) or SIGTERM stops it cleanly: {what}, it prints the summary and exits 0; "
-    "a second signal ends it at once."
-)
 FROM_HELP = (
     "Where a group with no committed offset starts (a group with offsets resumes from them). "
     "last: a new group starts at the end of each queue, except a queue whose first message is still "
@@ -247,7 +243,7 @@ class _Sends:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         except BrokenPipeError:  # the reader went away (`| head`): read no more input
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            discard_stdout()
             self._stop.set()
 
 
@@ -379,7 +375,7 @@ async def _consume(
             sys.stdout.flush()  # written out before it is committed, and seen at once by `| grep`
         except BrokenPipeError:
             # The reader went away (`| head`): stop cleanly and leave these messages for the next consumer.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            discard_stdout()
             enough.set()
             await asyncio.Event().wait()
         received += len(msgs)

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 import click
 
-from tidemq.cli.common import StopOnSignal, lookupd_addresses, nsqd_addresses, stdin_records, verbose_option
+from tidemq.cli.common import (
+    SIGNALS_HELP,
+    StopOnSignal,
+    lookupd_addresses,
+    nsqd_addresses,
+    stdin_records,
+    verbose_option,
+)
 from tidemq.nsq.client import Config, Consumer, Message, NSQClientError, Producer
 from tidemq.nsq.protocol import valid_name
 
@@ -125,10 +132,7 @@ def register(main: click.Group) -> None:
     def nsq() -> None:
         """NSQ tools: publish stdin lines to a topic, tail a topic."""
 
-    @nsq.command(
-        epilog="SIGINT (Ctrl-C) or SIGTERM stops it cleanly: it reads no more input, waits for the "
-        "publishes under way, prints the summary and exits 0; a second signal ends it at once."
-    )
+    @nsq.command(epilog=SIGNALS_HELP.format(what="it reads no more input, waits for the publishes under way"))
     @click.option("--topic", required=True, help="Topic to publish to.")
     @click.option(
         "--nsqd-tcp-address",

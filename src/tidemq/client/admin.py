@@ -44,11 +44,15 @@ class Admin:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def cluster_masters(self, cluster: str | None = None) -> dict[str, str]:
-        """broker name -> master address, for one cluster or all."""
-        info = await self.instance.namesrv_call(
+    async def _cluster_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = await self.instance.namesrv_call(
             lambda c: api.call_json(c, RequestCode.GET_BROKER_CLUSTER_INFO)
         )
+        return info
+
+    async def cluster_masters(self, cluster: str | None = None) -> dict[str, str]:
+        """broker name -> master address, for one cluster or all."""
+        info = await self._cluster_info()
         names = set(info.get("clusterAddrTable", {}).get(cluster, [])) if cluster else None
         out = {}
         for name, data in (info.get("brokerAddrTable") or {}).items():
@@ -91,9 +95,7 @@ class Admin:
 
     async def broker_addresses(self) -> dict[str, str]:
         """Every broker address (masters and slaves) the name server knows -> the broker's name."""
-        info = await self.instance.namesrv_call(
-            lambda c: api.call_json(c, RequestCode.GET_BROKER_CLUSTER_INFO)
-        )
+        info = await self._cluster_info()
         return {
             addr: name
             for name, data in (info.get("brokerAddrTable") or {}).items()
@@ -143,11 +145,11 @@ class Admin:
         producer's IP and pid. An id is read as an offset id only when it names a broker the name server
         knows, so a unique key never sends a request to some producer host's "port".
         """
-        brokers = await self.broker_addresses()
         try:
             addr, offset = decode_offset_msg_id(msg_id)
         except MessageDecodeError:
             addr, offset = "", -1
+        brokers = await self.broker_addresses() if offset >= 0 else {}
         unique_key_hint = (
             "if it is a message's unique key (the msg_id a producer prints), give --topic to look it up"
         )

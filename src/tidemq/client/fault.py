@@ -6,18 +6,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 #: Latency upper bounds (ms) and how long a broker that reached each is avoided (ms), as in Java.
 LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION_MS = (0, 0, 30000, 60000, 120000, 180000, 600000)
 ISOLATION_LATENCY_MS = 30000
-
-
-@dataclass(slots=True)
-class _FaultItem:
-    latency_ms: float
-    available_at: float
 
 
 class LatencyFaultTolerance:
@@ -29,7 +22,8 @@ class LatencyFaultTolerance:
         if len(latency_max_ms) != len(not_available_duration_ms):
             raise ValueError("latency_max_ms and not_available_duration_ms must have the same length")
         self._table = list(zip(latency_max_ms, not_available_duration_ms, strict=True))
-        self._items: dict[str, _FaultItem] = {}
+        #: broker name -> when it is available again (monotonic seconds)
+        self._available_at: dict[str, float] = {}
 
     def update(self, broker_name: str, latency_ms: float, isolation: bool) -> None:
         """Record a send's latency; ``isolation`` (the send failed) counts as 30 s of latency."""
@@ -39,14 +33,13 @@ class LatencyFaultTolerance:
             if latency >= bound:
                 duration = avoid
                 break
-        self._items[broker_name] = _FaultItem(latency_ms, time.monotonic() + duration / 1000)
+        self._available_at[broker_name] = time.monotonic() + duration / 1000
 
     def available(self, broker_name: str) -> bool:
-        item = self._items.get(broker_name)
-        return item is None or time.monotonic() >= item.available_at
+        return time.monotonic() >= self._available_at.get(broker_name, 0.0)
 
     def least_bad(self, broker_names: Sequence[str]) -> str | None:
         """When every broker is being avoided: the one whose avoidance ends first (Java pickOneAtLeast
         picks among the better half; the soonest-available one is the plain reading of that)."""
-        known = [(self._items[name].available_at, name) for name in broker_names if name in self._items]
+        known = [(self._available_at[name], name) for name in broker_names if name in self._available_at]
         return min(known)[1] if known else None

@@ -163,7 +163,8 @@ class Nsqd:
 
     def _channel_event(self, topic: str, channel: str, created: bool) -> None:
         log.info("nsqd: channel %s/%s %s", topic, channel, "created" if created else "deleted")
-        if not (is_ephemeral(topic) or is_ephemeral(channel)):
+        # A deleted topic's channels go with it: the topic's own deletion is saved once, after them.
+        if topic in self.topics and not (is_ephemeral(topic) or is_ephemeral(channel)):
             self._persist_event(f"channel {topic}/{channel} was {'created' if created else 'deleted'}")
         if self.registrar is not None:
             (self.registrar.register if created else self.registrar.unregister)(topic, channel)

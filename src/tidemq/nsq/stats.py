@@ -171,14 +171,6 @@ def nsqd_stats(nsqd: Nsqd, query: StatsQuery) -> dict[str, Any]:
     return stats
 
 
-def _duration(seconds: float) -> str:
-    """Whole seconds as Go prints a ``time.Duration`` truncated to the second (``1h0m5s``, ``2m3s``)."""
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes}m{secs}s" if hours else f"{minutes}m{secs}s" if minutes else f"{secs}s"
-
-
 def go_duration(seconds: float) -> str:
     """A duration as Go's ``time.Duration.String`` prints it (``1.319926049s``, ``180.297491ms``)."""
     ns = round(seconds * 1e9)
@@ -204,7 +196,7 @@ def _client_line(client: dict[str, Any], now: float) -> str:
     """nsqd's ``ClientV2Stats.String``: ``[V2 host:port user-agent]``, then producer or consumer figures."""
     port = client["remote_address"].rsplit(":", 1)[-1]
     who = f"{client['hostname']}:{port} {client['user_agent']}"
-    connected = _duration(now - client["connect_ts"])
+    connected = go_duration(int(now - client["connect_ts"]))  # Go truncates it to the second
     counts = client.get("pub_counts") or []
     if counts:
         total = sum(pc["count"] for pc in counts)

@@ -498,7 +498,7 @@ class MessageStore:
         """Whether the record at ``offset`` lies more than ``memory_bytes`` behind the log's end, so no
         longer counted as in memory (Java's checkInDiskByConsumeOffset; False when there is none)."""
         cq = self._queues.get((topic, queue_id))
-        entry = cq.entry(offset) if cq is not None and cq.min_offset <= offset < cq.max_offset else None
+        entry = cq.entry(offset) if cq is not None else None
         return entry is not None and self.commitlog.max_offset - entry[0] > memory_bytes
 
     def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int:

@@ -76,7 +76,7 @@ class ConcurrentConsumeService:
             log.info("queue %s was dropped while consuming; not committing %d messages", mq, len(msgs))
             return
         if status is _CONSUME_SUCCESS or status is _SUCCESS:
-            acked = len(msgs) if ctx.ack_index >= len(msgs) - 1 else max(0, ctx.ack_index + 1)
+            acked = _acked(ctx, len(msgs))
         else:
             acked = self._acked_otherwise(status, ctx, len(msgs))
         if acked < len(msgs):
@@ -98,7 +98,7 @@ class ConcurrentConsumeService:
                     "CONSUME_SUCCESS" if status is ConsumeStatus.COMMIT else "RECONSUME_LATER",
                 )
             if status is ConsumeStatus.COMMIT:
-                return size if ctx.ack_index >= size - 1 else max(0, ctx.ack_index + 1)
+                return _acked(ctx, size)
         return 0
 
     def _done(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
@@ -170,3 +170,8 @@ class ConcurrentConsumeService:
             async with asyncio.timeout(timeout):
                 await self._requests.join()
         await cancel_and_wait(self._workers)
+
+
+def _acked(ctx: ConsumeContext, size: int) -> int:
+    """How many leading messages of a successful batch ``ctx.ack_index`` acknowledges (all by default)."""
+    return min(size, max(0, ctx.ack_index + 1))
