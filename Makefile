@@ -15,7 +15,7 @@ NSQJS_STAMP := $(NSQJS)/node_modules/.installed
 quickstart: $(STAMP) java
 	$(PY) -m tidemq.demo
 
-test: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) rocketmq-jars lint typecheck pytest
+test: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) lint typecheck pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import RawClient, free_port
+from tests.support import RawClient, free_port, wait_listening
 from tidemq.client.admin import Admin
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
@@ -217,14 +217,8 @@ class JavaCluster:
         return JavaBroker(name, port, store, process)
 
     def _wait_listening(self, process: JavaProcess, port: int) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if not process.alive():
-                break
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return
-            time.sleep(0.2)
+        if wait_listening(port, process.alive, START_TIMEOUT_S):
+            return
         alive = process.alive()
         self.stop()
         raise AssertionError(

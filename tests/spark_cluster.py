@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pyspark
 
-from tests.support import free_port
+from tests.support import free_port, wait_listening
 
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT_S = 90.0
@@ -124,12 +123,8 @@ class SparkCluster:
         raise AssertionError(f"Spark {name} did not register with the master:\n{worker.tail()}")
 
     def _wait_port(self, process: SparkProcess, port: int) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and process.alive():
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return
-            time.sleep(0.3)
+        if wait_listening(port, process.alive, START_TIMEOUT_S):
+            return
         self.stop()
         raise AssertionError(f"Spark {process.name} did not listen on {port}:\n{process.tail()}")
 

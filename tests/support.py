@@ -138,6 +138,17 @@ class ServerProcess:
         self.proc = None
 
 
+def wait_listening(port: int, alive: Any, timeout: float) -> bool:
+    """Whether something listens on 127.0.0.1:``port`` within ``timeout`` while ``alive()`` holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.2)
+    return False
+
+
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

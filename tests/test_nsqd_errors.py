@@ -162,20 +162,28 @@ async def eventually(check: Any, timeout: float = 10.0, what: str = "condition")
 # --- the table: code and fatality, description, accepted input --------------------------------------------
 
 
+async def check_error(nsqd: str, case: Case, *, payload: bool = False) -> None:
+    """``case.send`` is answered with ``case.code`` (and, with ``payload``, its exact text), then the
+    connection is closed if the error is fatal and still usable if not."""
+    conn = await open_in(nsqd, case.setup)
+    try:
+        conn.send_raw(case.send)
+        data = await next_error(conn)
+        assert data.split(b" ", 1)[0] == case.code.encode(), data
+        if payload and case.payload is not None:
+            assert data == case.payload
+        if case.fatal:
+            await assert_closed(conn)
+        else:
+            await assert_usable(conn)
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_error_code_and_fatality(limits: ServerProcess, case: Case) -> None:
     async def scenario() -> None:
-        conn = await open_in(limits.nsqd, case.setup)
-        try:
-            conn.send_raw(case.send)
-            data = await next_error(conn)
-            assert data.split(b" ", 1)[0] == case.code.encode(), data
-            if case.fatal:
-                await assert_closed(conn)
-            else:
-                await assert_usable(conn)
-        finally:
-            conn.close()
+        await check_error(limits.nsqd, case)
         if case.fatal:
             await assert_healthy(limits.nsqd)
 

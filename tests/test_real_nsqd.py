@@ -34,7 +34,7 @@ from tests.nsqd_error_cases import ACCEPTED, CASES, LIMITS_ARGS, Accepted, Case
 from tests.real_nsq_support import RealLookupd, RealNsqd, nsq_binaries
 from tests.support import ServerProcess, run, unique, wait_for
 from tests.test_interop_nsq import MPUB_BATCH, make_bodies, raw_drain, raw_publish
-from tests.test_nsqd_errors import assert_closed, assert_usable, check_accepted, next_error, open_in
+from tests.test_nsqd_errors import check_accepted, check_error, open_in
 from tidemq.nsq.client import Consumer, Message, Producer, ProtocolError
 from tidemq.nsq.protocol import FrameType
 
@@ -127,22 +127,11 @@ def test_error_table_matches_the_real_nsqd(real_limits: RealNsqd, case: Case) ->
         finally:
             conn.close()
 
-    async def scenario() -> None:
-        conn = await open_in(real_limits.nsqd, case.setup)
-        try:
-            conn.send_raw(case.send)
-            data = await next_error(conn)
-            assert data.split(b" ", 1)[0] == case.code.encode(), data
-            if case.payload is not None:
-                assert data == case.payload
-            if case.fatal:
-                await assert_closed(conn)
-            else:
-                await assert_usable(conn)
-        finally:
-            conn.close()
-
-    run(deviation() if case.id in MPUB_READS_PAST_OUTER_SIZE else scenario())
+    run(
+        deviation()
+        if case.id in MPUB_READS_PAST_OUTER_SIZE
+        else check_error(real_limits.nsqd, case, payload=True)
+    )
 
 
 @pytest.mark.parametrize("acc", [pytest.param(a, id=a.id) for a in ACCEPTED])
