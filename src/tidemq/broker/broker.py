@@ -17,6 +17,8 @@ from tidemq.broker.clients import ClientManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.locks import RebalanceLockManager
 from tidemq.broker.long_polling import PullHoldService
+from tidemq.broker.metadata import SubscriptionGroupTable, TopicConfigTable
+from tidemq.broker.offsets import OffsetTable
 from tidemq.broker.processors import register_all
 from tidemq.broker.processors.pull import pull_message
 from tidemq.broker.pull_stats import PulledPerMinute
@@ -45,7 +47,14 @@ class Broker:
         # The scheduler comes first: store recovery asks it for the delivery time of delayed messages.
         self.schedule = ScheduleService(self)
         self.store = MessageStore(store_config, self._recovered_tags_code)
-        self.topics = TopicManager(self.store.topics, config, self.request_registration)
+        documents = self.store.documents("config")
+        self.topics = TopicManager(
+            TopicConfigTable(documents.path("topics.json")), config, self.request_registration
+        )
+        self.groups = SubscriptionGroupTable(documents.path("subscriptionGroup.json"))
+        self.consumer_offsets = OffsetTable(documents.path("consumerOffset.json"), "offsetTable")
+        self.delay_offsets = OffsetTable(documents.path("delayOffset.json"), "offsetTable")
+        self.store.topic_deleted_listeners.append(self.consumer_offsets.remove_topic)
         self.clients = ClientManager(config.channel_expiry_s)
         self.locks = RebalanceLockManager(config.lock_max_live_s)
         self.holds = PullHoldService(self._rerun_pull)
@@ -88,6 +97,7 @@ class Broker:
         self._tasks = [
             asyncio.create_task(self._registration_loop()),
             asyncio.create_task(self._expire_clients_loop()),
+            asyncio.create_task(self._persist_offsets_loop()),
         ]
         log.info(
             "broker %s listening on %s:%d (advertised %s)",
@@ -102,6 +112,8 @@ class Broker:
         await self._unregister_all()
         await self.schedule.close()
         await self.server.close()
+        self.consumer_offsets.persist(force=True)
+        self.delay_offsets.persist(force=True)
         await self.store.close()
 
     # --- message building ---------------------------------------------------------------------------
@@ -194,6 +206,16 @@ class Broker:
                 conn.close()
                 self._connection_closed(conn)
 
+    async def _persist_offsets_loop(self) -> None:
+        """Offsets are written as often as the store flushes its consume queues."""
+        while True:
+            await asyncio.sleep(self.store.config.cq_flush_interval_ms / 1000)
+            try:
+                await self.consumer_offsets.persist_off_loop()
+                await self.delay_offsets.persist_off_loop()
+            except OSError as exc:
+                log.error("broker: persisting offsets failed: %s", exc)
+
     # --- name-server registration -------------------------------------------------------------------
 
     def request_registration(self) -> None:
@@ -202,7 +224,7 @@ class Broker:
     def topic_config_wrapper(self) -> dict[str, Any]:
         """Java's TopicConfigSerializeWrapper: what name servers and GET_ALL_TOPIC_CONFIG are given."""
         return {
-            "dataVersion": self.store.topics.data_version.to_json(),
+            "dataVersion": self.topics.table.data_version.to_json(),
             "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topics.all().items()},
         }
 

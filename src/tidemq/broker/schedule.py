@@ -49,10 +49,11 @@ class ScheduleService:
 
     async def _run_level(self, level: int) -> None:
         store = self.broker.store
+        offsets = self.broker.delay_offsets
         queue_id = level - 1
         wakeup = self._wakeups[queue_id]
         while True:
-            offset = store.delay_offsets.get(SCHEDULE_TOPIC, level) or 0
+            offset = offsets.get(SCHEDULE_TOPIC, level) or 0
             cq = store.find_queue(SCHEDULE_TOPIC, queue_id)
             if cq is not None and offset < cq.min_offset:
                 offset = cq.min_offset
@@ -71,7 +72,7 @@ class ScheduleService:
             if not self._deliver(phys):
                 await asyncio.sleep(0.1)
                 continue
-            store.delay_offsets.set(SCHEDULE_TOPIC, level, offset + 1)
+            offsets.set(SCHEDULE_TOPIC, level, offset + 1)
 
     def _deliver(self, phys: int) -> bool:
         data = self.broker.store.read_message(phys)

@@ -7,7 +7,8 @@ import re
 from collections.abc import Callable
 
 from tidemq.broker.config import BrokerConfig
-from tidemq.store.metadata import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
+from tidemq.broker.metadata import TopicConfig, TopicConfigTable
+from tidemq.remoting.route import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidemq.client.message_queue import MessageQueue
-from tidemq.remoting.route import MASTER_ID, BrokerData, QueueData
-
-PERM_READ = 4
-PERM_WRITE = 2
+from tidemq.remoting.route import MASTER_ID, PERM_READ, PERM_WRITE, BrokerData, QueueData
 
 
 @dataclass(slots=True)

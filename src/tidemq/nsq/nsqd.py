@@ -31,7 +31,7 @@ from tidemq.nsq.quantile import LatencySettings
 from tidemq.remoting.batch import build_uniform_batch
 from tidemq.remoting.message import encode_properties
 from tidemq.store import FlushMode, MessageStore, StoreError
-from tidemq.store.metadata import JsonSnapshots, read_json
+from tidemq.store.documents import JsonSnapshots, read_json
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,11 @@ import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Self
 
+from tidemq.remoting.names import camel
+
 
 class HeaderFieldError(ValueError):
     """A required extField is missing or does not parse as its Java type."""
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 #: A Java ``Long`` field; plain ``int`` fields are Java ``Integer`` and must fit in 32 bits.
@@ -58,7 +55,7 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
         if typing.get_origin(kind) is Annotated:
             kind, bits = typing.get_args(kind)[0], 64
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        wire_name = f.metadata.get("wire", _camel(f.name))
+        wire_name = f.metadata.get("wire", camel(f.name))
         specs.append(_FieldSpec(f.name, wire_name, kind, required, bits, 9 if bits == 32 else 18))
     _SPECS[cls] = result = tuple(specs)
     return result

@@ -8,6 +8,13 @@ from typing import Any
 
 MASTER_ID = 0
 
+#: Permission bits of a topic's queues (Java PermName), as ``QueueData.perm`` and a broker's topic
+#: config carry them: readable, writable, and inherited by topics auto-created from a template.
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
 
 @dataclass(slots=True)
 class QueueData:

@@ -1,5 +1,12 @@
-"""Durable log store: a commit log of stored-layout records, per-queue consume queues, a key index and
-the metadata (topics, groups, offsets) a broker persists. It knows nothing of sockets or protocols."""
+"""Durable log store, shared by every front-end (the RocketMQ broker and nsqd alike).
+
+It owns the commit log of stored-layout records, the per-queue consume queues, the key index, the
+dispatch checkpoint and recovery, retention, and ``documents``: named durable JSON documents a front-end
+keeps its own metadata in (the broker's topic and offset tables, nsqd's topic and channel state).
+
+It knows nothing of sockets or protocols and imports no front-end (``broker/``, ``nsq/``, ``namesrv/``,
+``client/``): only the stored record layout and ``aio``.
+"""
 
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.message_store import GetResult, GetStatus, MessageStore, PutResult, StoreError

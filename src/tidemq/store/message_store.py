@@ -34,15 +34,9 @@ from tidemq.remoting.message import (
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
+from tidemq.store.documents import Documents, read_json, write_json_atomic
 from tidemq.store.key_index import KeyIndex
 from tidemq.store.mapped_file import MappedFile
-from tidemq.store.metadata import (
-    OffsetTable,
-    SubscriptionGroupTable,
-    TopicConfigTable,
-    read_json,
-    write_json_atomic,
-)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +47,7 @@ MAX_TRANSFER_COUNT = 32
 
 TagsCodeFn = Callable[[str, int, dict[str, str], int], int]
 DispatchListener = Callable[[str, int, int, int], None]
+TopicDeletedListener = Callable[[str], None]
 
 
 class StoreError(Exception):
@@ -119,16 +114,13 @@ class MessageStore:
         self.tags_code_fn = tags_code_fn
         root = config.data_dir
         self._lock_fd = self._lock_data_dir(root)
-        cfg_dir = root / "config"
-        self.topics = TopicConfigTable(cfg_dir / "topics.json")
-        self.groups = SubscriptionGroupTable(cfg_dir / "subscriptionGroup.json")
-        self.consumer_offsets = OffsetTable(cfg_dir / "consumerOffset.json", "offsetTable")
-        self.delay_offsets = OffsetTable(cfg_dir / "delayOffset.json", "offsetTable")
         self.commitlog = CommitLog(root / "commitlog", config.segment_bytes)
         self.index = KeyIndex(root / "index" / "keys2.idx") if config.index_keys else None
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._checkpoint_path = root / "checkpoint.json"
         self.dispatch_listeners: list[DispatchListener] = []
+        #: Called with a topic's name when it is deleted, so front-ends forget their state of it.
+        self.topic_deleted_listeners: list[TopicDeletedListener] = []
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._flush_wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -206,6 +198,10 @@ class MessageStore:
             asyncio.create_task(self._flush_queues_loop()),
             asyncio.create_task(self._retention_loop()),
         ]
+
+    def documents(self, folder: str) -> Documents:
+        """A front-end's durable JSON documents, in ``folder`` of the data dir (the broker's ``config``)."""
+        return Documents(self.config.data_dir / folder)
 
     # --- queues -------------------------------------------------------------------------------------
 
@@ -366,8 +362,6 @@ class MessageStore:
             await asyncio.sleep(self.config.cq_flush_interval_ms / 1000)
             try:
                 await self.flush_queues()
-                await self.consumer_offsets.persist_off_loop()
-                await self.delay_offsets.persist_off_loop()
             except OSError as exc:
                 log.error("store: flushing queues failed: %s", exc)
 
@@ -526,7 +520,8 @@ class MessageStore:
         for key in [k for k in self._queues if k[0] == topic]:
             self._queues.pop(key).destroy()
         shutil.rmtree(self.config.data_dir / "consumequeue" / topic, ignore_errors=True)
-        self.consumer_offsets.remove_where(lambda k: k.split("@", 1)[0] == topic)
+        for listener in self.topic_deleted_listeners:
+            listener(topic)
 
     async def _retention_loop(self) -> None:
         while True:
@@ -556,8 +551,6 @@ class MessageStore:
         await cancel_and_wait(self._tasks)
         await self.flush_commitlog()
         await self.flush_queues()
-        self.consumer_offsets.persist(force=True)
-        self.delay_offsets.persist(force=True)
         self._fail_waiters(StoreError("store is shut down"))
         for cq in self._queues.values():
             cq.close()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.topics import RETRY_PREFIX, is_system_topic, name_problem
 from tidemq.remoting import jsonx
@@ -23,7 +24,6 @@ from tidemq.remoting.headers import (
 )
 from tidemq.remoting.message import MessageDecodeError, decode_offset_msg_id
 from tidemq.remoting.transport import RemotingConnection, RemotingError, RequestDispatcher
-from tidemq.store.metadata import SubscriptionGroupConfig, TopicConfig
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -119,7 +119,7 @@ def topic_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand) 
 
 def consume_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
     h = GetConsumeStatsRequestHeader.from_ext(req.ext_fields)
-    offsets = broker.store.consumer_offsets
+    offsets = broker.consumer_offsets
     suffix = "@" + h.consumer_group
     topics = (
         [h.topic] if h.topic else sorted({k[: -len(suffix)] for k in offsets.table if k.endswith(suffix)})
@@ -181,7 +181,7 @@ def topic_consumed_by(broker: Broker, conn: RemotingConnection, req: RemotingCom
     topic = TopicRequestHeader.from_ext(req.ext_fields).topic
     groups = {group for group, info in broker.clients.consumers.items() if topic in info.subscriptions}
     prefix = topic + "@"
-    groups |= {key[len(prefix) :] for key in broker.store.consumer_offsets.table if key.startswith(prefix)}
+    groups |= {key[len(prefix) :] for key in broker.consumer_offsets.table if key.startswith(prefix)}
     return req.response(body=orjson.dumps({"groupList": sorted(groups)}))
 
 
@@ -191,17 +191,17 @@ def create_group(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
     problem = name_problem(config.group_name, "group")
     if problem:
         return req.error(ResponseCode.SYSTEM_ERROR, problem)
-    broker.store.groups.put(config)
+    broker.groups.put(config)
     return req.response()
 
 
 def all_groups(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
-    groups = broker.store.groups.groups
+    groups = broker.groups.groups
     return req.response(
         body=orjson.dumps(
             {
                 "subscriptionGroupTable": {name: cfg.to_json() for name, cfg in groups.items()},
-                "dataVersion": broker.store.topics.data_version.to_json(),
+                "dataVersion": broker.topics.table.data_version.to_json(),
             }
         )
     )
@@ -211,14 +211,14 @@ def delete_group(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
     group = req.ext_fields.get("groupName", "")
     if not group:
         return req.error(ResponseCode.SYSTEM_ERROR, "missing required field 'groupName'")
-    broker.store.groups.remove(group)
-    broker.store.consumer_offsets.remove_where(lambda key: key.endswith("@" + group))
+    broker.groups.remove(group)
+    broker.consumer_offsets.remove_where(lambda key: key.endswith("@" + group))
     broker.topics.delete(RETRY_PREFIX + group)
     return req.response()
 
 
 def all_consumer_offsets(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
-    return req.response(body=orjson.dumps(broker.store.consumer_offsets.snapshot()))
+    return req.response(body=orjson.dumps(broker.consumer_offsets.snapshot()))
 
 
 def view_message(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:

@@ -64,7 +64,7 @@ def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -
     if not client_id:
         return req.error(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
     channel = ClientChannel(client_id, req.language, req.version, time.monotonic())
-    topics_before = broker.store.topics.data_version.counter
+    topics_before = broker.topics.table.data_version.counter
     for consumer in data.get("consumerDataSet") or []:
         group = str(consumer.get("groupName") or "")
         problem = name_problem(group, "group")
@@ -94,7 +94,7 @@ def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -
     for producer in data.get("producerDataSet") or []:
         broker.clients.register_producer(str(producer.get("groupName") or ""), conn, channel)
     response = req.response()
-    if broker.store.topics.data_version.counter != topics_before:
+    if broker.topics.table.data_version.counter != topics_before:
         # A retry topic was just created: consumers look its route up right after this answer.
         return after_registration(broker, response)
     return response
@@ -119,7 +119,7 @@ def consumer_list(broker: Broker, conn: RemotingConnection, req: RemotingCommand
 
 def query_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
     h = QueryConsumerOffsetRequestHeader.from_ext(req.ext_fields)
-    offset = broker.store.consumer_offsets.get(f"{h.topic}@{h.consumer_group}", h.queue_id)
+    offset = broker.consumer_offsets.get(f"{h.topic}@{h.consumer_group}", h.queue_id)
     # A young queue, whose first message is still in memory (Java's checkInDiskByConsumeOffset): Java
     # answers 0, so a new group reads it from its start even from LAST_OFFSET (spec 4.5).
     if (
@@ -138,7 +138,7 @@ def query_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
 def update_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
     h = UpdateConsumerOffsetRequestHeader.from_ext(req.ext_fields)
     if h.commit_offset >= 0:  # ali-ons commits -1 for queues it has no offset for
-        broker.store.consumer_offsets.set(f"{h.topic}@{h.consumer_group}", h.queue_id, h.commit_offset)
+        broker.consumer_offsets.set(f"{h.topic}@{h.consumer_group}", h.queue_id, h.commit_offset)
     return req.response()
 
 

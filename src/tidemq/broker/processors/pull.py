@@ -121,7 +121,7 @@ def pull_message(
     else:
         code = _CODES[result.status]
     if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET:
-        broker.store.consumer_offsets.set(f"{h.topic}@{h.consumer_group}", h.queue_id, h.commit_offset)
+        broker.consumer_offsets.set(f"{h.topic}@{h.consumer_group}", h.queue_id, h.commit_offset)
     if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
         timeout_ms = (
             h.suspend_timeout_millis if broker.config.long_polling else broker.config.short_polling_ms

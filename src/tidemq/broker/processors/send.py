@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import register_table
 from tidemq.broker.topics import DLQ_PREFIX, NOT_SENDABLE, RETRY_PREFIX, name_problem
 from tidemq.remoting.batch import build_stored_batch
@@ -23,10 +24,10 @@ from tidemq.remoting.message import (
     offset_msg_ids,
     pack_host,
 )
+from tidemq.remoting.route import PERM_READ, PERM_WRITE
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
 from tidemq.store import FlushMode, StoreError
 from tidemq.store.message_store import PutResult
-from tidemq.store.metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig, TopicConfig
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -47,10 +48,10 @@ def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
 
 def subscription_group(broker: Broker, group: str) -> SubscriptionGroupConfig | None:
     """Find a group's config, auto-creating it as Java does by default."""
-    config = broker.store.groups.get(group)
+    config = broker.groups.get(group)
     if config is None and broker.config.auto_create_subscription_group:
         config = SubscriptionGroupConfig(group)
-        broker.store.groups.put(config)
+        broker.groups.put(config)
     return config
 
 

@@ -1,0 +1,32 @@
+"""Names both ends of the RocketMQ protocol agree on: the retry and dead-letter topics of a consumer
+group, the reserved topics a client must leave alone, and Java's camelCase spelling of a field.
+
+They live here, in the protocol package, because the broker (which creates and routes these topics)
+and the clients (which subscribe to and send to them) both import ``remoting/`` and nothing else of
+each other.
+"""
+
+from __future__ import annotations
+
+#: A group's retry topic is ``%RETRY%<group>``: messages its consumers failed, due again after a delay.
+RETRY_PREFIX = "%RETRY%"
+#: A group's dead-letter topic is ``%DLQ%<group>``: messages that failed past the group's retry limit.
+DLQ_PREFIX = "%DLQ%"
+#: The template topic new topics are auto-created from (Java TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC).
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+#: Where delayed messages wait for their delivery time, one queue per delay level.
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+def camel(name: str) -> str:
+    """A snake_case attribute name as Java spells the field: ``consumer_group`` -> ``consumerGroup``."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)

@@ -1,0 +1,85 @@
+"""The broker's topic and subscription-group tables: permissions, Java's JSON shapes, the data version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from tidemq.broker.metadata import (
+    DataVersion,
+    SubscriptionGroupConfig,
+    SubscriptionGroupTable,
+    TopicConfig,
+    TopicConfigTable,
+)
+from tidemq.remoting.route import PERM_INHERIT, PERM_READ, PERM_WRITE
+
+
+def test_permission_bits_say_whether_a_topic_is_readable_and_writable() -> None:
+    assert (PERM_READ, PERM_WRITE, PERM_INHERIT) == (4, 2, 1)
+    assert TopicConfig("T").perm == PERM_READ | PERM_WRITE
+    cases = {0: (False, False), PERM_READ: (True, False), PERM_WRITE: (False, True), 7: (True, True)}
+    for perm, (readable, writable) in cases.items():
+        config = TopicConfig("T", perm=perm)
+        assert (config.readable, config.writable) == (readable, writable), perm
+    assert not TopicConfig("T", perm=PERM_INHERIT).readable
+
+
+def test_configs_use_java_field_names_and_ignore_unknown_ones() -> None:
+    config = TopicConfig("T", 4, 8, order=True)
+    assert config.to_json() == {
+        "topicName": "T",
+        "readQueueNums": 4,
+        "writeQueueNums": 8,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": True,
+    }
+    assert TopicConfig.from_json({**config.to_json(), "attributes": {}}) == config
+    group = SubscriptionGroupConfig.from_json({"groupName": "G", "retryMaxTimes": 3, "brokerId": 0})
+    assert group == SubscriptionGroupConfig("G", retry_max_times=3)
+    assert group.to_json()["whichBrokerWhenConsumeSlowly"] == 1
+
+
+def test_data_version_counts_changes() -> None:
+    version = DataVersion(3, 1000)
+    version.bump()
+    assert version.counter == 4 and version.timestamp > 1000
+    assert version.to_json() == {"counter": 4, "timestamp": version.timestamp}
+    assert DataVersion().timestamp > 0, "a new version is stamped now"
+
+
+def test_topic_table_bumps_its_version_on_each_change_and_reloads(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "topics.json"
+    table = TopicConfigTable(path)
+    assert table.topics == {} and table.data_version.counter == 0
+    table.put(TopicConfig("A", 2, 2))
+    table.put(TopicConfig("B"))
+    assert table.remove("missing") is None
+    assert table.data_version.counter == 2, "removing nothing is no change"
+    assert table.remove("B") == TopicConfig("B")
+    assert table.data_version.counter == 3
+
+    raw = orjson.loads(path.read_bytes())
+    assert list(raw) == ["dataVersion", "topicConfigTable"]
+    assert raw["dataVersion"] == table.data_version.to_json()
+    assert raw["topicConfigTable"] == {"A": TopicConfig("A", 2, 2).to_json()}
+
+    again = TopicConfigTable(path)
+    assert again.topics == {"A": TopicConfig("A", 2, 2)}
+    assert again.data_version.to_json() == table.data_version.to_json()
+
+
+def test_subscription_group_table_persists_each_change(tmp_path: Path) -> None:
+    path = tmp_path / "subscriptionGroup.json"
+    table = SubscriptionGroupTable(path)
+    table.put(SubscriptionGroupConfig("G1"))
+    table.put(SubscriptionGroupConfig("G2", consume_enable=False))
+    assert table.remove("G1") and not table.remove("G1")
+    assert orjson.loads(path.read_bytes()) == {
+        "subscriptionGroupTable": {"G2": SubscriptionGroupConfig("G2", consume_enable=False).to_json()}
+    }
+    assert SubscriptionGroupTable(path).get("G2") == SubscriptionGroupConfig("G2", consume_enable=False)
+    assert SubscriptionGroupTable(path).get("G1") is None
