@@ -14,8 +14,8 @@ import time
 from typing import TYPE_CHECKING
 
 from tidemq.aio import cancel_and_wait
-from tidemq.broker.topics import SCHEDULE_TOPIC
 from tidemq.remoting.message import Prop, decode_record
+from tidemq.remoting.names import SCHEDULE_TOPIC
 from tidemq.store import StoreError
 
 if TYPE_CHECKING:

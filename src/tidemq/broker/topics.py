@@ -8,16 +8,13 @@ from collections.abc import Callable
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.metadata import TopicConfig, TopicConfigTable
+from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX
 from tidemq.remoting.route import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 #: Topics a producer may not send to (Java TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_SENDABLE = frozenset(
     {
@@ -46,7 +43,7 @@ def name_problem(name: str, what: str = "topic") -> str | None:
 
 
 def is_system_topic(name: str) -> bool:
-    return name in SYSTEM_TOPICS or name.startswith("rmq_sys_")
+    return name in SYSTEM_TOPICS or name.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 class TopicManager:

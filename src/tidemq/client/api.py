@@ -17,6 +17,7 @@ from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import Body, RemotingCommand
 from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from tidemq.remoting.message import MessageExt, decode_records, iter_records
+from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY
 from tidemq.remoting.transport import RemotingConnection
 
 PULL_FLAG_COMMIT_OFFSET = 0x1
@@ -85,7 +86,7 @@ def send_header(
     return SendMessageRequestHeader(
         producer_group=producer_group,
         topic=topic,
-        default_topic="TBW102",
+        default_topic=AUTO_CREATE_TOPIC_KEY,
         default_topic_queue_nums=default_topic_queue_nums,
         queue_id=queue_id,
         sys_flag=sys_flag,
@@ -183,7 +184,7 @@ def create_topic_request(topic: str, queues: int = 4, perm: int = 6) -> Remoting
     """UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues."""
     ext = {
         "topic": topic,
-        "defaultTopic": "TBW102",
+        "defaultTopic": AUTO_CREATE_TOPIC_KEY,
         "readQueueNums": str(queues),
         "writeQueueNums": str(queues),
         "perm": str(perm),

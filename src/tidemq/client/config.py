@@ -8,6 +8,14 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from tidemq.remoting.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    DLQ_PREFIX,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+)
+
 
 def local_client_ip() -> str:
     """This host's first non-loopback IPv4 address as the resolver knows it; loopback if none.
@@ -55,13 +63,17 @@ class ClientConfig:
 
 def wrap_namespace(namespace: str, resource: str) -> str:
     """``ns%resource`` (spec 5.2): not for system resources nor twice; retry/DLQ prefixes stay in front."""
-    if not namespace or resource.startswith(f"{namespace}%") or resource in ("TBW102", "SCHEDULE_TOPIC_XXXX"):
+    if (
+        not namespace
+        or resource.startswith(f"{namespace}%")
+        or resource in (AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC)
+    ):
         return resource
-    for prefix in ("%RETRY%", "%DLQ%"):
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
         if resource.startswith(prefix):
             inner = resource[len(prefix) :]
             return resource if inner.startswith(f"{namespace}%") else f"{prefix}{namespace}%{inner}"
-    if resource.startswith("rmq_sys_") or resource.startswith("CID_RMQ_SYS_"):
+    if resource.startswith(SYSTEM_TOPIC_PREFIX) or resource.startswith("CID_RMQ_SYS_"):
         return resource
     return f"{namespace}%{resource}"
 
@@ -69,7 +81,7 @@ def wrap_namespace(namespace: str, resource: str) -> str:
 def strip_namespace(namespace: str, resource: str) -> str:
     if not namespace:
         return resource
-    for prefix in ("%RETRY%", "%DLQ%", ""):
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX, ""):
         if resource.startswith(f"{prefix}{namespace}%"):
             return prefix + resource[len(prefix) + len(namespace) + 1 :]
     return resource

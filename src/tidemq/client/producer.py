@@ -29,12 +29,12 @@ from tidemq.remoting.message import (
     encode_properties,
     tag_hash,
 )
+from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, RETRY_PREFIX
 from tidemq.remoting.transport import RemotingError
 
 log = logging.getLogger(__name__)
 _UNIQ_ONLY = Prop.UNIQ_KEY + "\x01"
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 #: Broker answers after which Java retries on another broker.
 _RETRY_CODES = {
@@ -295,7 +295,7 @@ class Producer:
         self, topic: str, queue_id: int, sys_flag: int, props: dict[str, str], *, batch: bool = False
     ) -> SendMessageRequestHeader:
         reconsume = max_reconsume = None
-        if topic.startswith("%RETRY%"):
+        if topic.startswith(RETRY_PREFIX):
             props = dict(props)  # the header takes these over on every attempt, not only the first
             reconsume = int(props.pop(Prop.RECONSUME_TIME, "0") or 0)
             max_reconsume = int(props.pop(Prop.MAX_RECONSUME_TIMES, "16") or 16)
@@ -363,7 +363,7 @@ class Producer:
             raise MQClientError("batch is empty")
         topic = msgs[0].topic
         validate_topic(topic)
-        if topic.startswith("%RETRY%"):
+        if topic.startswith(RETRY_PREFIX):
             raise MQClientError("batch messages cannot be sent to a retry topic")
         items = []
         ids = self._ids.next_ids(len(msgs))

@@ -16,6 +16,8 @@ DLQ_PREFIX = "%DLQ%"
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 #: Where delayed messages wait for their delivery time, one queue per delay level.
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: Topics named ``rmq_sys_...`` are the system's own (Java TopicValidator.SYSTEM_TOPIC_PREFIX).
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
 
 def retry_topic(group: str) -> str:

@@ -16,6 +16,7 @@ from typing import TypeVar
 from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance, MQClientError
+from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY
 from tidemq.remoting.route import MASTER_ID
 from tidemq.remoting.transport import RemotingError
 from tidemq.spark.offsets import QueueRef, QueueState, Snapshot
@@ -137,7 +138,7 @@ class Cluster:
         """Fail early, on the driver, when no name server answers."""
 
         async def job(instance: ClientInstance) -> None:
-            await instance.namesrv_call(lambda conn: api.get_route(conn, "TBW102"))
+            await instance.namesrv_call(lambda conn: api.get_route(conn, AUTO_CREATE_TOPIC_KEY))
 
         self._run(job)
 

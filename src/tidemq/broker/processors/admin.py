@@ -10,7 +10,7 @@ import orjson
 
 from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import after_registration, register_table
-from tidemq.broker.topics import RETRY_PREFIX, is_system_topic, name_problem
+from tidemq.broker.topics import is_system_topic, name_problem
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -23,6 +23,7 @@ from tidemq.remoting.headers import (
     ViewMessageRequestHeader,
 )
 from tidemq.remoting.message import MessageDecodeError, decode_offset_msg_id
+from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, retry_topic
 from tidemq.remoting.transport import RemotingConnection, RemotingError, RequestDispatcher
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def create_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
     problem = name_problem(h.topic)
     if problem:
         return req.error(ResponseCode.SYSTEM_ERROR, problem)
-    if is_system_topic(h.topic) or (h.topic == h.default_topic and h.topic != "TBW102"):
+    if is_system_topic(h.topic) or (h.topic == h.default_topic and h.topic != AUTO_CREATE_TOPIC_KEY):
         return req.error(ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
     if not 0 < h.read_queue_nums <= 1024 or not 0 < h.write_queue_nums <= 1024:
         return req.error(
@@ -213,7 +214,7 @@ def delete_group(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
         return req.error(ResponseCode.SYSTEM_ERROR, "missing required field 'groupName'")
     broker.groups.remove(group)
     broker.consumer_offsets.remove_where(lambda key: key.endswith("@" + group))
-    broker.topics.delete(RETRY_PREFIX + group)
+    broker.topics.delete(retry_topic(group))
     return req.response()
 
 

@@ -11,7 +11,7 @@ import orjson
 from tidemq.broker.clients import ClientChannel, SubscriptionData
 from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.processors.send import subscription_group
-from tidemq.broker.topics import RETRY_PREFIX, name_problem
+from tidemq.broker.topics import name_problem
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -23,6 +23,7 @@ from tidemq.remoting.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from tidemq.remoting.names import retry_topic
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -
         broker.clients.notify_enabled[group] = config.notify_consumer_ids_changed_enable
         model = str(consumer.get("messageModel") or "CLUSTERING")
         if model == "CLUSTERING":
-            broker.topics.ensure(RETRY_PREFIX + group, config.retry_queue_nums)
+            broker.topics.ensure(retry_topic(group), config.retry_queue_nums)
         subs = [SubscriptionData.from_json(s) for s in consumer.get("subscriptionDataSet") or []]
         changed = broker.clients.register_consumer(
             group,

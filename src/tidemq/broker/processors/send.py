@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import register_table
-from tidemq.broker.topics import DLQ_PREFIX, NOT_SENDABLE, RETRY_PREFIX, name_problem
+from tidemq.broker.topics import NOT_SENDABLE, name_problem
 from tidemq.remoting.batch import build_stored_batch
 from tidemq.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -24,6 +24,7 @@ from tidemq.remoting.message import (
     offset_msg_ids,
     pack_host,
 )
+from tidemq.remoting.names import RETRY_PREFIX, dlq_topic, retry_topic
 from tidemq.remoting.route import PERM_READ, PERM_WRITE
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
 from tidemq.store import FlushMode, StoreError
@@ -131,7 +132,7 @@ def send_message(
         if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
         if reconsume >= max_times:
-            topic = DLQ_PREFIX + topic[len(RETRY_PREFIX) :]
+            topic = dlq_topic(topic[len(RETRY_PREFIX) :])
             broker.topics.ensure(topic, 1, PERM_READ | PERM_WRITE)
             queue_id = 0
             props.pop(Prop.DELAY, None)
@@ -270,12 +271,12 @@ def consumer_send_back(
     if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
         max_times = h.max_reconsume_times
     if msg.reconsume_times >= max_times or h.delay_level < 0:
-        topic = DLQ_PREFIX + h.group
+        topic = dlq_topic(h.group)
         broker.topics.ensure(topic, 1, PERM_READ | PERM_WRITE)
         queue_id = 0
         props[Prop.DELAY] = "0"
     else:
-        topic = RETRY_PREFIX + h.group
+        topic = retry_topic(h.group)
         config = broker.topics.ensure(topic, group.retry_queue_nums)
         queue_id = random.randrange(config.write_queue_nums)
         level = h.delay_level or 3 + msg.reconsume_times

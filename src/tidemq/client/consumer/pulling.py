@@ -19,6 +19,7 @@ from tidemq.client.consumer.types import MessageModel, Subscription
 from tidemq.client.message_queue import MessageQueue
 from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.message import MessageExt, Prop, encode_properties
+from tidemq.remoting.names import RETRY_PREFIX
 from tidemq.remoting.route import MASTER_ID
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ DELAY_ON_ERROR_S = 3.0
 DELAY_BROKER_FLOW_CONTROL_S = 0.02
 DELAY_WHEN_PAUSED_S = 1.0
 DELAY_NOT_LOCKED_S = 3.0
-RETRY_PREFIX = "%RETRY%"
 
 
 def prepare_pulled(

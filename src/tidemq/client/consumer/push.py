@@ -42,9 +42,9 @@ from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
 from tidemq.remoting import jsonx
 from tidemq.remoting.message import MessageExt, Prop
+from tidemq.remoting.names import RETRY_PREFIX, retry_topic
 
 log = logging.getLogger(__name__)
-RETRY_PREFIX = "%RETRY%"
 DEFAULT_OFFSET_DIR = Path.home() / ".rocketmq_offsets"
 LOCK_INTERVAL_S = 20.0
 
@@ -167,7 +167,7 @@ class PushConsumer:
         if self.message_model is MessageModel.CLUSTERING:
             self._offset_store = RemoteBrokerOffsetStore(self._instance, self.group)
             if self.retry_subscription:
-                retry = RETRY_PREFIX + self.group
+                retry = retry_topic(self.group)
                 self.subscriptions[retry] = Subscription.parse(retry, "*")
         else:
             store = LocalFileOffsetStore(self.offset_store_dir, self._instance.client_id, self.group)
@@ -287,7 +287,7 @@ class PushConsumer:
             props[Prop.MAX_RECONSUME_TIMES] = str(min(limit, 2**31 - 1))
             props.pop(Prop.UNIQ_KEY, None)
             retry = Message(
-                RETRY_PREFIX + self.group,
+                retry_topic(self.group),
                 msg.body,
                 properties=props,
                 delay_level=0 if delay_level < 0 else 3 + msg.reconsume_times,
