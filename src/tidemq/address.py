@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+#: The loopback address servers listen on and clients dial unless told otherwise.
+LOCALHOST = "127.0.0.1"
+#: Where a client looks for a name server unless told otherwise (RocketMQ's default port).
+DEFAULT_NAMESRV_ADDR = f"{LOCALHOST}:9876"
+
 
 def split_host_port(addr: str) -> tuple[str, int]:
     """``host:port`` or ``[v6]:port`` to (host, port); a ValueError naming the address otherwise."""

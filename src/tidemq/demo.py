@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tidemq.address import LOCALHOST
 from tidemq.client import BlockingProducer, BlockingPushConsumer, ConsumeFromWhere, ConsumeStatus, Message
 from tidemq.client.admin import Admin
 from tidemq.remoting.message import MessageExt
@@ -114,7 +115,7 @@ def expected_windows(orders: list[Order]) -> dict[tuple[dt.datetime, str], tuple
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((LOCALHOST, 0))
         return int(s.getsockname()[1])
 
 
@@ -128,7 +129,7 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     if not proc.stdout.readline().decode().startswith("tidemq ready"):
         proc.kill()
         raise SystemExit(f"server failed to start; see {OUT_DIR / 'server.log'}")
-    return proc, f"127.0.0.1:{ns_port}"
+    return proc, f"{LOCALHOST}:{ns_port}"
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tidemq.address import LOCALHOST
+
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -24,7 +26,7 @@ class BrokerConfig:
     broker_name: str = "broker-a"
     cluster_name: str = "DefaultCluster"
     broker_id: int = 0
-    listen_host: str = "127.0.0.1"
+    listen_host: str = LOCALHOST
     port: int = 10911
     #: Address written into routes and message ids; clients connect to exactly this.
     advertised_host: str | None = None
@@ -52,7 +54,7 @@ class BrokerConfig:
     def advertised_addr(self) -> str:
         host = self.advertised_host or self.listen_host
         if host in ("0.0.0.0", "", "::"):
-            host = "127.0.0.1"
+            host = LOCALHOST
         return f"{host}:{self.port}"
 
     @property

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from tidemq.address import split_host_port
+from tidemq.address import DEFAULT_NAMESRV_ADDR, split_host_port
 from tidemq.cli.nsq_options import Decorator
 from tidemq.nsq.client.lookup import build_lookup_url
 from tidemq.remoting.message import MessageExt
@@ -61,7 +61,7 @@ def lookupd_addresses(ctx: click.Context, param: click.Parameter, value: tuple[s
 
 namesrv_option = click.option(
     "--namesrv",
-    default="127.0.0.1:9876",
+    default=DEFAULT_NAMESRV_ADDR,
     show_default=True,
     envvar="NAMESRV_ADDR",  # as mqadmin and the Java client read it
     show_envvar=True,

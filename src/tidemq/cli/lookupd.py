@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from tidemq.address import LOCALHOST
 from tidemq.cli.nsq_options import Decorator, host_port
 from tidemq.cli.servers import config_option, run_plan
 from tidemq.embedded import ServerPlan
@@ -42,8 +43,10 @@ def _duration_option(flag: str, default: str, help_text: str) -> Decorator:
 def register(main: click.Group) -> None:
     @main.command("nsqlookupd")
     @config_option()
-    @click.option("--tcp-address", default="127.0.0.1:4160", show_default=True, help="HOST:PORT for nsqd.")
-    @click.option("--http-address", default="127.0.0.1:4161", show_default=True, help="HOST:PORT for HTTP.")
+    @click.option("--tcp-address", default=f"{LOCALHOST}:4160", show_default=True, help="HOST:PORT for nsqd.")
+    @click.option(
+        "--http-address", default=f"{LOCALHOST}:4161", show_default=True, help="HOST:PORT for HTTP."
+    )
     @click.option(
         "--broadcast-address",
         default="",

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from tidemq.address import is_host_port
+from tidemq.address import LOCALHOST, is_host_port
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
 from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_config, option_group
 from tidemq.embedded import ServerPlan, serve
@@ -164,7 +164,7 @@ def _listen_host(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 listen_option = click.option(
-    "--listen", default="127.0.0.1", show_default=True, callback=_listen_host, help="Address to listen on."
+    "--listen", default=LOCALHOST, show_default=True, callback=_listen_host, help="Address to listen on."
 )
 namesrv_port_option = click.option(
     "--namesrv-port", type=click.IntRange(0, 65535), default=9876, show_default=True
@@ -216,8 +216,8 @@ def register(main: click.Group) -> None:
 
     @main.command()
     @config_option()
-    @click.option("--tcp-address", default="127.0.0.1:4150", show_default=True, help="TCP protocol V2.")
-    @click.option("--http-address", default="127.0.0.1:4151", show_default=True, help="HTTP API.")
+    @click.option("--tcp-address", default=f"{LOCALHOST}:4150", show_default=True, help="TCP protocol V2.")
+    @click.option("--http-address", default=f"{LOCALHOST}:4151", show_default=True, help="HTTP API.")
     @_store_options
     @nsq_options
     def nsqd(

@@ -8,6 +8,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from tidemq.address import DEFAULT_NAMESRV_ADDR, LOCALHOST
 from tidemq.remoting.names import (
     AUTO_CREATE_TOPIC_KEY,
     DLQ_PREFIX,
@@ -25,17 +26,17 @@ def local_client_ip() -> str:
     try:
         infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
     except OSError:
-        return "127.0.0.1"
+        return LOCALHOST
     for *_, sockaddr in infos:
         ip = str(sockaddr[0])
         if not ip.startswith("127."):
             return ip
-    return "127.0.0.1"
+    return LOCALHOST
 
 
 @dataclass(slots=True)
 class ClientConfig:
-    namesrv_addr: str = "127.0.0.1:9876"
+    namesrv_addr: str = DEFAULT_NAMESRV_ADDR
     instance_name: str = "DEFAULT"
     client_ip: str = field(default_factory=local_client_ip)
     namespace: str = ""

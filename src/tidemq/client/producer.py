@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.client import api
 from tidemq.client.config import ClientConfig, strip_namespace, wrap_namespace
 from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, LatencyFaultTolerance
@@ -72,7 +73,7 @@ class Producer:
     def __init__(
         self,
         group: str = "DEFAULT_PRODUCER",
-        namesrv_addr: str = "127.0.0.1:9876",
+        namesrv_addr: str = DEFAULT_NAMESRV_ADDR,
         *,
         config: ClientConfig | None = None,
         send_timeout: float = 3.0,

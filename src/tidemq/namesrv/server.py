@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from tidemq.address import LOCALHOST
 from tidemq.aio import cancel_and_wait
 from tidemq.namesrv.route_info import RouteInfo, TopicDefinition
 from tidemq.remoting import jsonx
@@ -72,7 +73,7 @@ def _parse_compressed_body(raw: bytes) -> tuple[dict[str, Any], list[TopicDefini
 
 
 class NameServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9876, *, broker_expiry_s: float = 120.0) -> None:
+    def __init__(self, host: str = LOCALHOST, port: int = 9876, *, broker_expiry_s: float = 120.0) -> None:
         self.routes = RouteInfo(broker_expiry_s)
         dispatcher = RequestDispatcher()
         dispatcher.register(RequestCode.REGISTER_BROKER, self.register_broker)

@@ -6,6 +6,8 @@ import enum
 import socket
 from dataclasses import dataclass, field
 
+from tidemq.address import LOCALHOST
+
 VERSION = "1.3.0"
 #: nsqd's log levels by name, and the numbers its JSON (``GET /config/log_level``) shows for them.
 LOG_LEVEL_NUMBERS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
@@ -21,7 +23,7 @@ class TLSRequired(enum.IntEnum):
 
 @dataclass(slots=True)
 class NsqdConfig:
-    tcp_host: str = "127.0.0.1"
+    tcp_host: str = LOCALHOST
     tcp_port: int = 4150
     #: None: no HTTP API.
     http_port: int | None = 4151

@@ -14,6 +14,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from tidemq.address import LOCALHOST
 from tidemq.spark.arrow import SCHEMA, SCHEMA_DDL
 from tidemq.spark.offsets import DataLossError
 from tidemq.spark.options import OptionError
@@ -48,7 +49,7 @@ def local_session(app_name: str = "tidemq", master: str = "local[2]", **conf: st
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_LOCAL_IP", LOCALHOST)
     builder = SparkSession.builder.appName(app_name).master(master)
     settings = {
         "spark.ui.enabled": "false",

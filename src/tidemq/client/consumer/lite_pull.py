@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import Any
 
+from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.aio import TaskSet
 from tidemq.client import api
 from tidemq.client.config import ClientConfig, wrap_namespace
@@ -55,7 +56,7 @@ class LitePullConsumer(PushConsumer):
     def __init__(
         self,
         group: str,
-        namesrv_addr: str = "127.0.0.1:9876",
+        namesrv_addr: str = DEFAULT_NAMESRV_ADDR,
         *,
         config: ClientConfig | None = None,
         auto_commit: bool = True,

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.client import api
 from tidemq.client.allocate import AllocateStrategy, Averagely
 from tidemq.client.config import ClientConfig, wrap_namespace
@@ -53,7 +54,7 @@ class PushConsumer:
     def __init__(
         self,
         group: str,
-        namesrv_addr: str = "127.0.0.1:9876",
+        namesrv_addr: str = DEFAULT_NAMESRV_ADDR,
         *,
         config: ClientConfig | None = None,
         message_model: MessageModel = MessageModel.CLUSTERING,

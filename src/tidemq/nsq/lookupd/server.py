@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tidemq.address import LOCALHOST
 from tidemq.nsq.config import VERSION
 from tidemq.nsq.lookupd.http import make_app
 from tidemq.nsq.lookupd.registry import RegistrationDB
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 class LookupdConfig:
     """nsqlookupd's options; ports 0 pick free ones, and ``start`` writes back the real ones."""
 
-    host: str = "127.0.0.1"
+    host: str = LOCALHOST
     tcp_port: int = 4160
     http_port: int = 4161
     #: What nsqd is told to reach this lookupd's HTTP API at; empty means the hostname, as in nsqlookupd.
