@@ -403,7 +403,8 @@ class MessageStore:
         match: Callable[[int], bool] | None = None,
         max_transfer: int = MAX_TRANSFER_COUNT,
     ) -> GetResult:
-        """Read like Java's DefaultMessageStore.getMessage: see spec 4.4 for every status.
+        """Read like Java's DefaultMessageStore.getMessage: see
+        docs/protocols/rocketmq-consumption.md#pull-path for every status.
 
         At most ``max_transfer`` records (Java's maxTransferCountOnMessageInMemory, 32, for pulls) and
         ``MAX_TRANSFER_BYTES``; nsqd's channels, which read ahead for themselves, take more at a time.
