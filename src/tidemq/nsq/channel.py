@@ -62,7 +62,7 @@ class Subscriber(Protocol):
 
 
 #: A message read and waiting: (offset, nsqd timestamp in ns, body, due time in ms or 0). A plain tuple:
-#: one is made per message on the delivery path, where a class instance costs ~3x as much.
+#: one is made per message on the delivery path, where a class instance costs several times as much.
 _Stored = tuple[int, int, bytes, int]
 
 

@@ -291,7 +291,7 @@ class FinRun:
 
 #: FIN lines back to back: each exactly ``FIN <16-byte id>\n``, the id without a space, a line end or a
 #: trailing CR (a line with any of those is parsed, and answered, as the command it is). One match takes a
-#: whole run at C speed, 5x faster than checking line by line.
+#: whole run at C speed instead of checking line by line in Python.
 _FIN_RUN = re.compile(rb"(?:FIN [^ \n]{15}[^ \n\r]\n)+")
 
 

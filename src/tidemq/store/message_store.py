@@ -462,7 +462,7 @@ class MessageStore:
 
         Records back to back in the log (a queue written alone: nsqd's topics, a busy producer's) are one
         slice of the mapping, else one slice per record, joined. Slicing 200+ records one by one and
-        joining them cost nsqd's channels 0.5 us a message, a third of their read.
+        joining them was a third of what nsqd's channels spent on a read (docs/performance.md).
         """
         ends = list(itertools.accumulate(size for _, size, _ in entries))
         taken = bisect.bisect_right(ends, MAX_TRANSFER_BYTES) or 1
