@@ -62,8 +62,8 @@ class BufferedReceiver(asyncio.BufferedProtocol):
 
     For a plain ``Protocol`` asyncio calls ``recv(256 KiB)``. glibc serves an allocation that large with
     ``mmap``, shrinks it to the bytes read with ``mremap`` and later frees it with ``munmap``: three more
-    syscalls and a page fault on every read (a small read cost 17 us more than a ``recv_into`` on this
-    project's 2-core VM). Every protocol on a thread shares the buffer, since each read is handed over
+    syscalls and a page fault on every read, which cost more than the read itself for small reads
+    (docs/performance.md). Every protocol on a thread shares the buffer, since each read is handed over
     before the next one starts. ``data_received`` gets a view of the bytes read that is valid only during
     the call: whatever a subclass keeps, it copies.
     """

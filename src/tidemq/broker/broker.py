@@ -133,8 +133,9 @@ class Broker:
         reconsume_times: int = 0,
         schedule: bool = True,
     ) -> AppendRequest:
-        """Build a stored record, moving a delayed message to its schedule queue (spec 4.3 step 5)
-        unless ``schedule`` is off (a delivery from that queue keeps its DELAY, as Java's does)."""
+        """Build a stored record, moving a delayed message to its schedule queue
+        (docs/protocols/rocketmq-messages.md#send-path step 5) unless ``schedule`` is off (a delivery from
+        that queue keeps its DELAY, as Java's does)."""
         store_ts = int(time.time() * 1000)
         properties[Prop.CLUSTER] = self.config.cluster_name
         delay = properties.get(Prop.DELAY, "")

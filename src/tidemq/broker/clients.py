@@ -1,4 +1,6 @@
-"""Registry of producer and consumer connections, fed by heartbeats (spec 2.5, 4.7).
+"""Registry of producer and consumer connections, fed by heartbeats
+(docs/protocols/rocketmq-remoting.md#client-management-commands,
+docs/protocols/rocketmq-consumption.md#client-registry).
 
 The registry is keyed by connection, not client id, like Java's: a closed or silent connection drops
 out, and every remaining member of its consumer group is told to rebalance.

@@ -1,4 +1,5 @@
-"""Broker-side queue locks for orderly consumption (spec 4.8): one client per queue, 60 s lease."""
+"""Broker-side queue locks for orderly consumption (docs/protocols/rocketmq-consumption.md#queue-locks): one
+client per queue, 60 s lease."""
 
 from __future__ import annotations
 

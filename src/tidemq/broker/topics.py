@@ -1,4 +1,5 @@
-"""Topic configuration as the broker enforces it: system topics, name rules, auto-creation (spec 4.2)."""
+"""Topic configuration as the broker enforces it: system topics, name rules, auto-creation
+(docs/protocols/rocketmq-messages.md#topics-and-groups)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ MAX_TOPIC_LENGTH = 127
 
 
 def name_problem(name: str, what: str = "topic") -> str | None:
-    """Why ``name`` is not a valid topic or group name (spec 4.2, 7.25), or None."""
+    """Why ``name`` is not a valid topic or group name
+    (docs/protocols/rocketmq-messages.md#topics-and-groups), or None."""
     if not name or not name.strip():
         return f"the specified {what} is blank"
     if len(name) > MAX_TOPIC_LENGTH:
@@ -93,7 +95,8 @@ class TopicManager:
     def create_in_send(
         self, topic: str, default_topic: str, queue_nums: int, topic_sys_flag: int
     ) -> TopicConfig | None:
-        """Auto-create ``topic`` from the template named by the producer (spec 4.2)."""
+        """Auto-create ``topic`` from the template named by the producer
+        (docs/protocols/rocketmq-messages.md#topics-and-groups)."""
         existing = self.table.get(topic)
         if existing is not None:
             return existing

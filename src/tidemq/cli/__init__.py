@@ -1,4 +1,9 @@
-"""The ``tidemq`` command."""
+"""The ``tidemq`` command: the servers in the foreground, the client commands (produce, consume, topic,
+group, message), nsqlookupd alone and the NSQ tools.
+
+The top layer: it may import any package. Command modules each ``register`` their commands here; the
+work stays in the packages, the CLI parses options and prints.
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,10 @@
 
 asyncio API: ``Producer``, ``PushConsumer``, ``LitePullConsumer``; the same with ``Blocking`` in front for
 code that does not use asyncio.
+
+Owns the client instance (connections, route polling, heartbeats), the producer, the consumers
+(``consumer/``), queue allocation and admin calls (docs/protocols/rocketmq-consumption.md). May import
+``remoting``, the record layout, ``aio`` and ``address``; never ``broker``, ``store`` or ``namesrv``.
 """
 
 from tidemq.client.blocking import BlockingLitePullConsumer, BlockingProducer, BlockingPushConsumer

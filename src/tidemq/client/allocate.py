@@ -1,4 +1,5 @@
-"""Queue allocation strategies for clustering consumers (spec 5.7; Java ``consumer/rebalance/*``).
+"""Queue allocation strategies for clustering consumers (docs/protocols/rocketmq-consumption.md#allocation;
+Java ``consumer/rebalance/*``).
 
 Every consumer of a group runs the same strategy on the same sorted ``mq_all`` / ``cid_all`` and keeps
 only its own share, so the shares must partition the queues without any coordination. That is why

@@ -1,4 +1,5 @@
-"""Client settings shared by producers and consumers; defaults follow Java's ClientConfig (spec 4.11, 5)."""
+"""Client settings shared by producers and consumers; defaults follow Java's ClientConfig
+(docs/protocols/rocketmq-remoting.md#timers-and-defaults, docs/protocols/rocketmq-consumption.md)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ class ClientConfig:
 
 
 def wrap_namespace(namespace: str, resource: str) -> str:
-    """``ns%resource`` (spec 5.2): not for system resources nor twice; retry/DLQ prefixes stay in front."""
+    """``ns%resource`` (docs/protocols/rocketmq-messages.md#producer): not for system resources nor twice;
+    retry/DLQ prefixes stay in front."""
     if (
         not namespace
         or resource.startswith(f"{namespace}%")

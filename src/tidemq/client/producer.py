@@ -1,5 +1,5 @@
 """The producer: sync, async, oneway, batch and ordered sends with retries, and optional send-latency fault
-avoidance (spec 5.3)."""
+avoidance (docs/protocols/rocketmq-messages.md#producer)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,8 @@ class TopicRoute:
         return cls(queues, brokers, data.get("orderTopicConf"))
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
-        """Writable queues of brokers that have a master, sorted by broker name (spec 5.3)."""
+        """Writable queues of brokers that have a master, sorted by broker name
+        (docs/protocols/rocketmq-messages.md#producer)."""
         if self.order_topic_conf:
             out = []
             for item in self.order_topic_conf.split(";"):

@@ -1,4 +1,5 @@
-"""Name server processors (spec 2.3, 4.10) and the process that serves them."""
+"""Name server processors (docs/protocols/rocketmq-remoting.md#name-server) and the process that serves
+them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""AUTH through an auth HTTP server, as nsqd's ``--auth-http-address`` does it (spec 2.12).
+"""AUTH through an auth HTTP server, as nsqd's ``--auth-http-address`` does it
+(docs/protocols/nsq-nsqd.md#auth-server).
 
 The secret a client sends is forwarded to the auth server; its answer (a TTL and a list of
 topic/channel regexes with permissions) is cached on the connection and asked for again once the TTL

@@ -1,4 +1,4 @@
-"""Topics and channels on tidemq's store (spec 2.2-2.7).
+"""Topics and channels on tidemq's store (docs/protocols/nsq-nsqd.md).
 
 A topic is a log in the store (topic ``nsq:<name>``, queue 0); the message id is the log offset in 16
 lower-case hex digits. A channel is a durable cursor over that log with its requeued, deferred and
@@ -62,7 +62,7 @@ class Subscriber(Protocol):
 
 
 #: A message read and waiting: (offset, nsqd timestamp in ns, body, due time in ms or 0). A plain tuple:
-#: one is made per message on the delivery path, where a class instance costs ~3x as much.
+#: one is made per message on the delivery path, where a class instance costs several times as much.
 _Stored = tuple[int, int, bytes, int]
 
 
@@ -438,12 +438,13 @@ class Channel:
         self.clients.append(client)
 
     def remove_client(self, client: Subscriber) -> None:
-        """A consumer left: its in-flight messages stay until they time out (spec 2.6)."""
+        """A consumer left: its in-flight messages stay until they time out
+        (docs/protocols/nsq-nsqd.md#disconnect-and-cls)."""
         if client in self.clients:
             self.clients.remove(client)
 
     def empty(self) -> None:
-        """Drop everything waiting, deferred and in flight (spec 2.7)."""
+        """Drop everything waiting, deferred and in flight (docs/protocols/nsq-nsqd.md#pause-empty-delete)."""
         self.next_offset = self.store.max_offset(self.topic.store_topic, 0)
         self.read_ahead.clear()
         self.requeued.clear()

@@ -1,4 +1,5 @@
-"""Sans-IO stream compression for NSQ connections (spec section 1.8): raw deflate and snappy framing.
+"""Sans-IO stream compression for NSQ connections (docs/protocols/nsq-tcp.md#upgrades): raw deflate and snappy
+framing.
 
 After IDENTIFY negotiates compression, the whole byte stream of a connection (both directions) passes
 through one of these objects. Frames may span chunks and chunks may hold several frames, so the

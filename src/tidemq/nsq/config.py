@@ -1,4 +1,4 @@
-"""nsqd settings: names and defaults of nsqd v1.3.0's flags (spec 2.1)."""
+"""nsqd settings: names and defaults of nsqd v1.3.0's flags (docs/protocols/nsq-nsqd.md#options)."""
 
 from __future__ import annotations
 

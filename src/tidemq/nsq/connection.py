@@ -1,4 +1,5 @@
-"""One client connection to nsqd: the TCP V2 state machine (spec 1.4-1.10); its AUTH is an AuthSession.
+"""One client connection to nsqd: the TCP V2 state machine (docs/protocols/nsq-tcp.md); its AUTH is an
+AuthSession.
 
 With sync flush a FIN, which nsqd never answers, is made durable before anything nsqd writes to the
 connection after it: output from then on is held until the FIN journal's fsync covers the FIN (one fsync

@@ -1,4 +1,5 @@
-"""nsqd's HTTP API (spec section 3) on aiohttp: publishing, topic/channel administration, stats, config.
+"""nsqd's HTTP API (docs/protocols/nsq-http.md) on aiohttp: publishing, topic/channel administration, stats,
+config.
 
 Responses follow nsqd 1.x's "V1" conventions, which clients check: the ``X-NSQ-Content-Type`` header,
 raw text for string results, unwrapped JSON, and errors as ``{"message": "CODE"}``.
@@ -144,9 +145,9 @@ async def _read_body(request: web.Request, limit: int, too_big: str) -> bytes:
 def _binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
     """``/mpub?binary=true``, judged as nsqd reads it: element by element from the request body.
 
-    Unlike TCP MPUB (spec 1.5) the body has a definite end here, so nsqd's own rules apply: the count is
-    bounded by the largest body that could hold it, an element cut short by the end of the body is
-    BAD_MESSAGE, and bytes after the last counted element are ignored.
+    Unlike TCP MPUB (docs/protocols/nsq-tcp.md#mpub) the body has a definite end here, so nsqd's own rules
+    apply: the count is bounded by the largest body that could hold it, an element cut short by the end of the
+    body is BAD_MESSAGE, and bytes after the last counted element are ignored.
     """
     size = len(body)
     if size < 4:

@@ -1,4 +1,5 @@
-"""IDENTIFY negotiation (spec 1.6-1.7): validate what the client asks for, answer what it gets."""
+"""IDENTIFY negotiation (docs/protocols/nsq-tcp.md#identify-request,
+docs/protocols/nsq-tcp.md#identify-response): validate what the client asks for, answer what it gets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""nsqd's side of nsqlookupd's TCP protocol V1 (spec 2.9): announce topics and channels, keep alive.
+"""nsqd's side of nsqlookupd's TCP protocol V1 (docs/protocols/nsq-lookupd.md#nsqds-registrar): announce
+topics and channels, keep alive.
 
 One peer per lookupd address, each with its own task working through a queue of commands. A peer
 connects lazily: on start, on a queued command and on the periodic PING. Each (re)connect sends the

@@ -1,4 +1,5 @@
-"""``/stats`` in nsqd's shapes (spec 3.3): JSON field names and order as nsqd emits them, and the text form.
+"""``/stats`` in nsqd's shapes (docs/protocols/nsq-http.md#stats): JSON field names and order as nsqd emits
+them, and the text form.
 
 nsqadmin and monitoring scripts read these fields by name, so the JSON mirrors nsqd even where tidemq
 has nothing to report (Go heap figures): those get neutral values. End-to-end processing latency

@@ -1,4 +1,5 @@
-"""Batch messages (spec 3.5): the producer's batch body, and the broker's stored records built from it.
+"""Batch messages (docs/protocols/rocketmq-messages.md#batches): the producer's batch body, and the broker's
+stored records built from it.
 
 A batch carries many messages of one topic and queue. The broker turns it into stored records in one
 pass over the body, with one precompiled ``struct.Struct`` per record and no per-message dict: the

@@ -1,4 +1,4 @@
-"""Numeric codes of the remoting protocol (spec sections 1.7, 1.8, 2.1, 2.2)."""
+"""Numeric codes of the remoting protocol (docs/protocols/rocketmq-remoting.md)."""
 
 from enum import IntEnum
 
@@ -120,7 +120,7 @@ class ResponseCode(IntEnum):
     FLOW_CONTROL = 215
 
 
-#: MQVersion ordinal this implementation announces (4.9.8); see spec 1.8.
+#: MQVersion ordinal this implementation announces (4.9.8); see docs/protocols/rocketmq-remoting.md#versions.
 CURRENT_VERSION = 409
 #: Requests below this version get their maxReconsumeTimes ignored (V3_4_9).
 VERSION_V3_4_9 = 121

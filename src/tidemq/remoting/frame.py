@@ -1,4 +1,4 @@
-"""Sans-IO framing (spec 1.2-1.5): bytes in, commands out; commands in, bytes out.
+"""Sans-IO framing (docs/protocols/rocketmq-remoting.md): bytes in, commands out; commands in, bytes out.
 
 Nothing here touches a socket, so the same code serves the asyncio transport, tests and fuzzers.
 """
@@ -39,7 +39,8 @@ class HeaderError(ValueError):
 
 
 def normalize_ext_fields(raw: Any) -> dict[str, str]:
-    """Turn a decoded extFields object into str -> str (spec 1.4: ali-ons sends numbers and booleans)."""
+    """Turn a decoded extFields object into str -> str (docs/protocols/rocketmq-remoting.md#json-header:
+    ali-ons sends numbers and booleans)."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):

@@ -1,4 +1,5 @@
-"""Typed command headers: dataclasses that round-trip through extFields (spec 1.10, 2.3-2.7).
+"""Typed command headers: dataclasses that round-trip through extFields (docs/protocols/rocketmq-remoting.md,
+docs/protocols/rocketmq-consumption.md#offset-commands).
 
 Attributes are snake_case; the wire name is the camelCase form unless a field names it explicitly
 (``wire``). A field without a default is required: decoding fails with a message naming it.
@@ -99,7 +100,8 @@ class CommandHeader:
                         raise HeaderFieldError(f"missing required field {spec.wire!r}")
                     continue
                 if not spec.required:
-                    continue  # Go sends empty strings for absent optional fields (spec 1.10)
+                    continue  # Go sends empty strings for absent optional fields
+                    # (docs/protocols/rocketmq-remoting.md#custom-headers)
                 values[spec.attr] = raw
             elif kind is str:
                 values[spec.attr] = raw

@@ -1,4 +1,5 @@
-"""fastjson-compatible JSON (spec 2.9): read bare numeric keys and object keys, write object keys.
+"""fastjson-compatible JSON (docs/protocols/rocketmq-remoting.md#fastjson): read bare numeric keys and object
+keys, write object keys.
 
 Java's fastjson writes ``Map<Long, …>`` keys unquoted and ``Map<MessageQueue, …>`` keys as JSON objects;
 standard parsers reject both. Reading tries orjson first and falls back to a small lenient parser.

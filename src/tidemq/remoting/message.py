@@ -1,4 +1,4 @@
-"""The stored message layout and everything derived from it (spec section 3).
+"""The stored message layout and everything derived from it (docs/protocols/rocketmq-messages.md).
 
 The broker keeps messages in exactly this layout, so a pull response is a slice of the log.
 """
@@ -65,7 +65,7 @@ class MessageDecodeError(ValueError):
     """Bytes that do not hold a well-formed message record."""
 
 
-# Fixed part up to BODYLEN for IPv4 born and store hosts (spec 3.1).
+# Fixed part up to BODYLEN for IPv4 born and store hosts (docs/protocols/rocketmq-messages.md#stored-record).
 _V4_HEAD = struct.Struct(">iIiiiqqiq4siq4siiqi")
 HEAD_SIZE_V4 = _V4_HEAD.size  # 88
 POS_TOTAL_SIZE = 0
@@ -144,7 +144,8 @@ def unpack_host(data: bytes | memoryview) -> str:
 
 
 def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
-    """Offset message id (spec 3.7): store host ip + port + commit-log offset as upper-case hex."""
+    """Offset message id (docs/protocols/rocketmq-messages.md#message-ids): store host ip + port + commit-log
+    offset as upper-case hex."""
     return f"{store_host.hex().upper()}{commit_log_offset & 0xFFFFFFFFFFFFFFFF:016X}"
 
 
@@ -255,7 +256,8 @@ def properties_field(properties: bytes) -> bytes:
 def record_head(born_host_len: int, store_host_len: int) -> struct.Struct:
     """A stored record up to its body: total, magic, CRC, queue id, flag, queue offset, physical offset,
     sys flag, born timestamp, born host, store timestamp, store host, reconsume times, prepared
-    transaction offset, body length (spec 3.1); hosts are 8 bytes (IPv4) or 20 (IPv6)."""
+    transaction offset, body length (docs/protocols/rocketmq-messages.md#stored-record); hosts are 8 bytes
+    (IPv4) or 20 (IPv6)."""
     return struct.Struct(f">iIiiiqqiq{born_host_len}sq{store_host_len}siqi")
 
 

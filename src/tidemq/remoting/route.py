@@ -1,5 +1,5 @@
-"""Topic-route wire types (spec 2.3), shared by the name server that builds routes and the clients that
-read them; the JSON names are Java's QueueData and BrokerData fields."""
+"""Topic-route wire types (docs/protocols/rocketmq-remoting.md#name-server), shared by the name server that
+builds routes and the clients that read them; the JSON names are Java's QueueData and BrokerData fields."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ class BrokerData:
     addrs: dict[int, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        # Quoted numeric keys: every client (Java, Go, ali-ons) accepts them (spec 2.9).
+        # Quoted numeric keys: every client (Java, Go, ali-ons) accepts them
+        # (docs/protocols/rocketmq-remoting.md#fastjson).
         return {
             "brokerAddrs": {str(k): v for k, v in sorted(self.addrs.items())},
             "brokerName": self.broker_name,

@@ -6,6 +6,10 @@ It speaks only the RocketMQ 4.x wire protocol (through ``tidemq.client``), so it
     from tidemq import spark as tidemq_spark
     tidemq_spark.register(spark)
     df = spark.read.format("rocketmq").option("namesrv", "127.0.0.1:9876").option("topic", "orders").load()
+
+Owns the options, offsets and checkpoints of a Spark query, the record-to-Arrow conversion and the
+writer. May import ``client``, ``remoting`` and the record layout; never ``broker``, ``store`` or
+``namesrv``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 ``remoting.message.decode_record`` builds a full ``MessageExt`` per record, host strings included; the
 source needs neither the objects nor the hosts, and per-record cost is what bounds a Spark read. This
-walks the same stored layout (spec 3.1) and appends each field to its column list.
+walks the same stored layout (docs/protocols/rocketmq-messages.md#stored-record) and appends each field to its
+column list.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ Writes go through pwrite rather than the mapping so a full disk raises ENOSPC in
 The file is sparse up to its capacity, so readers see zeros past the write position.
 
 A file given ``allocate_ahead`` reserves its blocks (fallocate) that many bytes at a time ahead of the
-writes: on ext4 a write into a hole costs ~4 us per page to allocate, ~6x the copy itself, so a
-100-message batch spent more time there than anywhere else in the broker.  Reserving in chunks keeps
+writes: on ext4 a write into a hole allocates a block per page, which costs several times the copy itself,
+so a 100-message batch spent more time there than anywhere else in the broker (docs/performance.md).
+Reserving in chunks keeps
 the disk use near what is written (unlike allocating whole segments). A file whose reservation fails
 (full disk, or a file system that cannot) gives back what the attempt took and writes into holes from
 then on, so a full disk is still reported by the write that needs the space.

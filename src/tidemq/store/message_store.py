@@ -397,7 +397,8 @@ class MessageStore:
         match: Callable[[int], bool] | None = None,
         max_transfer: int = MAX_TRANSFER_COUNT,
     ) -> GetResult:
-        """Read like Java's DefaultMessageStore.getMessage: see spec 4.4 for every status.
+        """Read like Java's DefaultMessageStore.getMessage: see
+        docs/protocols/rocketmq-consumption.md#pull-path for every status.
 
         At most ``max_transfer`` records (Java's maxTransferCountOnMessageInMemory, 32, for pulls) and
         ``MAX_TRANSFER_BYTES``; nsqd's channels, which read ahead for themselves, take more at a time.
@@ -455,7 +456,7 @@ class MessageStore:
 
         Records back to back in the log (a queue written alone: nsqd's topics, a busy producer's) are one
         slice of the mapping, else one slice per record, joined. Slicing 200+ records one by one and
-        joining them cost nsqd's channels 0.5 us a message, a third of their read.
+        joining them was a third of what nsqd's channels spent on a read (docs/performance.md).
         """
         ends = list(itertools.accumulate(size for _, size, _ in entries))
         taken = bisect.bisect_right(ends, MAX_TRANSFER_BYTES) or 1

@@ -1,4 +1,9 @@
-"""Request processors: one small function per request code, registered on the broker's dispatcher."""
+"""Request processors: one small function per request code, registered on the broker's dispatcher.
+
+Each module owns a family of codes (send, pull, consumer management, admin); the handlers read the
+request's typed header, call the broker and the store, and build the response. They import ``broker``,
+``remoting``, ``store`` and the record layout; nothing imports them but ``broker.broker``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Admin and query commands: topics, groups, stats, message lookup, forwarding to consumers (spec 2.7)."""
+"""Admin and query commands: topics, groups, stats, message lookup, forwarding to consumers
+(docs/protocols/rocketmq-remoting.md#admin-commands)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Client management and consumer commands: heartbeats, offsets, consumer lists, locks (spec 2.5-2.6)."""
+"""Client management and consumer commands: heartbeats, offsets, consumer lists, locks
+(docs/protocols/rocketmq-remoting.md#client-management-commands,
+docs/protocols/rocketmq-consumption.md#offset-commands)."""
 
 from __future__ import annotations
 
@@ -122,7 +124,8 @@ def query_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
     h = QueryConsumerOffsetRequestHeader.from_ext(req.ext_fields)
     offset = broker.consumer_offsets.get(f"{h.topic}@{h.consumer_group}", h.queue_id)
     # A young queue, whose first message is still in memory (Java's checkInDiskByConsumeOffset): Java
-    # answers 0, so a new group reads it from its start even from LAST_OFFSET (spec 4.5).
+    # answers 0, so a new group reads it from its start even from LAST_OFFSET
+    # (docs/protocols/rocketmq-consumption.md#broker-offsets).
     if (
         offset is None
         and broker.store.min_offset(h.topic, h.queue_id) <= 0

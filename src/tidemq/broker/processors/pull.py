@@ -1,4 +1,5 @@
-"""PULL_MESSAGE with tag filtering and long polling (spec 2.6, 4.4)."""
+"""PULL_MESSAGE with tag filtering and long polling (docs/protocols/rocketmq-consumption.md#pull-request,
+docs/protocols/rocketmq-consumption.md#pull-path)."""
 
 from __future__ import annotations
 

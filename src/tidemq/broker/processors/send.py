@@ -1,4 +1,6 @@
-"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK (spec 2.4, 4.3, 4.6)."""
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK
+(docs/protocols/rocketmq-remoting.md#send-commands, docs/protocols/rocketmq-messages.md#send-path,
+docs/protocols/rocketmq-consumption.md#retry-and-dead-letter)."""
 
 from __future__ import annotations
 
@@ -243,7 +245,8 @@ def _send_response(broker: Broker, req: RemotingCommand, result: PutResult, queu
 def consumer_send_back(
     broker: Broker, conn: RemotingConnection, req: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
-    """Return a failed message for redelivery through %RETRY%<group>, or dead-letter it (spec 4.6)."""
+    """Return a failed message for redelivery through %RETRY%<group>, or dead-letter it
+    (docs/protocols/rocketmq-consumption.md#retry-and-dead-letter)."""
     h = ConsumerSendMsgBackRequestHeader.from_ext(req.ext_fields)
     group = subscription_group(broker, h.group)
     if group is None:

@@ -1,4 +1,5 @@
-"""Where consume offsets live: on the broker for clustering, in a local file for broadcasting (spec 5.6).
+"""Where consume offsets live: on the broker for clustering, in a local file for broadcasting
+(docs/protocols/rocketmq-consumption.md#offset-store).
 
 The stored value is the next offset to consume. Offsets are kept in memory and persisted every 5 s, when
 a queue is dropped, and on shutdown.

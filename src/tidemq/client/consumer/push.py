@@ -308,7 +308,8 @@ class PushConsumer:
         return self._inner_producer
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """Where a newly owned queue starts: the stored offset, else by consume-from-where (spec 5.5)."""
+        """Where a newly owned queue starts: the stored offset, else by consume-from-where
+        (docs/protocols/rocketmq-consumption.md#consume-from-where)."""
         last = await self.offset_store.read(mq, ReadMode.STORE)
         if last >= 0:
             return last

@@ -1,4 +1,5 @@
-"""Consumer vocabulary: message models, where to start, listener results and contexts (spec 5.4-5.8)."""
+"""Consumer vocabulary: message models, where to start, listener results and contexts
+(docs/protocols/rocketmq-consumption.md)."""
 
 from __future__ import annotations
 

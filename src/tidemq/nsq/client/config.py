@@ -1,4 +1,5 @@
-"""Client options: go-nsq's ``Config`` (spec 5.1) with its names, defaults and ranges.
+"""Client options: go-nsq's ``Config`` (docs/protocols/nsq-client.md#config) with its names, defaults and
+ranges.
 
 Durations are float seconds. ``Config.set`` takes go-nsq's option names (``-`` or ``_``) and coerces values
 the way go-nsq's ``Config.Set`` does: durations from Go duration strings (``"250ms"``, ``"1m30s"``), from ints

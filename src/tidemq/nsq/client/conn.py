@@ -1,11 +1,13 @@
-"""One client connection to nsqd (go-nsq ``conn.go``; spec 1.1-1.10 and 5.2).
+"""One client connection to nsqd (go-nsq ``conn.go``; docs/protocols/nsq-tcp.md,
+docs/protocols/nsq-client.md#connection).
 
 The connection is the socket's asyncio protocol: no stream buffer or read task between a read and its parse.
 
 Bootstrap: dial, magic, IDENTIFY, then the upgrades nsqd grants in its order (TLS, then snappy or deflate,
 each confirmed by an ``OK``), then AUTH when required. Until then received bytes are only collected and
 taken a frame at a time, so compressed bytes that arrived behind the plaintext IDENTIFY reply are still raw
-when compression starts and are the first thing decompressed (spec 1.8's "leftover bytes").
+when compression starts and are the first thing decompressed (docs/protocols/nsq-tcp.md#upgrades: "leftover
+bytes").
 
 After bootstrap each read is parsed and handed to the delegate synchronously: heartbeats are answered with
 NOP on the spot and message handling never blocks reading. A consumer's reads become client messages
@@ -96,7 +98,8 @@ class NsqdConn(BufferedReceiver):
         self.last_msg_time = self._loop.time()
         self.last_rdy_time = 0.0
         self._transport: asyncio.Transport | None = None
-        #: One object compresses what we write and decompresses what we read (spec 1.8).
+        #: One object compresses what we write and decompresses what we read
+        #: (docs/protocols/nsq-tcp.md#upgrades).
         self._compression: StreamCompression | None = None
         max_frame = config.max_msg_size + _MESSAGE_OVERHEAD if config.max_msg_size > 0 else DEFAULT_MAX_FRAME
         self._max_frame = max_frame

@@ -1,4 +1,4 @@
-"""An asyncio NSQ consumer that behaves like go-nsq v1.1's ``Consumer`` (spec 5.2-5.7).
+"""An asyncio NSQ consumer that behaves like go-nsq v1.1's ``Consumer`` (docs/protocols/nsq-client.md).
 
 Connections hand each read's messages to an in-process queue without waiting (so heartbeats are always
 answered, unlike go-nsq's blocking hand-off); ``concurrency`` workers per handler take them from it. A

@@ -11,7 +11,7 @@ class ConfigError(NSQClientError, ValueError):
     """An option name or value that go-nsq would refuse too."""
 
 
-#: The only error frames after which nsqd keeps the connection open (spec 1.9).
+#: The only error frames after which nsqd keeps the connection open (docs/protocols/nsq-tcp.md#errors).
 NON_FATAL_CODES = frozenset({"E_FIN_FAILED", "E_REQ_FAILED", "E_TOUCH_FAILED"})
 
 

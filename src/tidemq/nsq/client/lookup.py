@@ -1,4 +1,5 @@
-"""nsqlookupd discovery over HTTP (spec 4.3, 4.4 and 5.6): which nsqd have a topic."""
+"""nsqlookupd discovery over HTTP (docs/protocols/nsq-lookupd.md#http-api,
+docs/protocols/nsq-lookupd.md#discovery, docs/protocols/nsq-client.md#discovery): which nsqd have a topic."""
 
 from __future__ import annotations
 

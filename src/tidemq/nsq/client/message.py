@@ -1,4 +1,5 @@
-"""A delivered message and its responses (go-nsq ``message.go``, spec 5.5).
+"""A delivered message and its responses (go-nsq ``message.go``,
+docs/protocols/nsq-client.md#message-handling).
 
 Responses may be given from any thread (blocking handlers run in a pool): the message records that one was
 given and hands it to its delegate, which moves it onto the event loop. "First response wins" is decided

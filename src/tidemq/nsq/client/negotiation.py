@@ -1,4 +1,5 @@
-"""What a client tells nsqd in IDENTIFY and what nsqd answers to IDENTIFY and AUTH (spec 1.7 and 1.10).
+"""What a client tells nsqd in IDENTIFY and what nsqd answers to IDENTIFY and AUTH
+(docs/protocols/nsq-tcp.md#identify-response, docs/protocols/nsq-tcp.md#auth).
 
 Plain data and its (de)serialisation, kept apart from the connection that sends and awaits it.
 """
@@ -46,7 +47,7 @@ def identify_body(config: Config) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class IdentifyResponse:
-    """nsqd's answer to IDENTIFY with feature negotiation (spec 1.7)."""
+    """nsqd's answer to IDENTIFY with feature negotiation (docs/protocols/nsq-tcp.md#identify-response)."""
 
     max_rdy_count: int = 2500
     version: str = ""
@@ -89,7 +90,8 @@ class IdentifyResponse:
 
 @dataclass(frozen=True, slots=True)
 class AuthResponse:
-    """nsqd's answer to AUTH: who the auth server says the secret belongs to (spec 1.10)."""
+    """nsqd's answer to AUTH: who the auth server says the secret belongs to
+    (docs/protocols/nsq-tcp.md#auth)."""
 
     identity: str
     identity_url: str

@@ -1,4 +1,4 @@
-"""An asyncio NSQ producer that behaves like go-nsq's ``Producer`` (spec 5.8).
+"""An asyncio NSQ producer that behaves like go-nsq's ``Producer`` (docs/protocols/nsq-client.md#producer).
 
 One producer talks to one nsqd, connecting lazily on first use and again after a failure. Replies carry no
 request ids, so every PUB/MPUB/DPUB gets a future in a FIFO and each non-heartbeat reply settles the oldest.

@@ -1,4 +1,5 @@
-"""The consumer's RDY distribution and backoff (go-nsq ``consumer.go``; spec 5.3 and 5.4).
+"""The consumer's RDY distribution and backoff (go-nsq ``consumer.go``; docs/protocols/nsq-client.md#rdy,
+docs/protocols/nsq-client.md#backoff).
 
 RDY is a window per connection (nsqd never decrements it), so the sum of RDY sent to all nsqd bounds the
 messages the consumer holds unacknowledged; every change goes through ``update`` which keeps that sum at or

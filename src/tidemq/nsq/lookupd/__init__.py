@@ -1,5 +1,5 @@
-"""An nsqlookupd-compatible discovery server (spec section 4): nsqd registers over TCP, clients look up
-over HTTP."""
+"""An nsqlookupd-compatible discovery server (docs/protocols/nsq-lookupd.md): nsqd registers over TCP, clients
+look up over HTTP."""
 
 from tidemq.nsq.lookupd.registry import PeerInfo, RegistrationDB
 from tidemq.nsq.lookupd.server import LookupdConfig, Nsqlookupd

@@ -1,4 +1,4 @@
-"""nsqlookupd's HTTP API (spec 4.3), with nsqd's V1 response conventions.
+"""nsqlookupd's HTTP API (docs/protocols/nsq-lookupd.md#http-api), with nsqd's V1 response conventions.
 
 Every answer but ``/ping`` carries ``X-NSQ-Content-Type: nsq; version=1.0`` and structured ones are
 unwrapped JSON: go-nsq falls back to the pre-1.0 wrapper (and sees zero producers) without the header,

@@ -1,4 +1,5 @@
-"""nsqlookupd's registration DB (spec 4.2): which nsqd produces which topic and channel.
+"""nsqlookupd's registration DB (docs/protocols/nsq-lookupd.md#registration): which nsqd produces which topic
+and channel.
 
 Keys are ``(category, key, subkey)``; each holds producers by peer id. A producer is one peer's entry
 under one key, so a tombstone marks a peer for one topic only. Time comes from an injected ``now`` so

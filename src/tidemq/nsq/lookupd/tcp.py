@@ -1,4 +1,5 @@
-"""nsqlookupd's TCP protocol V1 (spec 4.1): a sans-IO parser and the asyncio connection on top.
+"""nsqlookupd's TCP protocol V1 (docs/protocols/nsq-lookupd.md#tcp-protocol): a sans-IO parser and the asyncio
+connection on top.
 
 Replies are ``[int32 size][data]`` with no frame type; every error is sent the same way and then ends
 the connection.
