@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tidemq.aio import cancel_and_wait
 from tidemq.broker.topics import SCHEDULE_TOPIC
-from tidemq.remoting.message import Prop, decode_record
+from tidemq.record import Prop, decode_record
 from tidemq.store import StoreError
 
 if TYPE_CHECKING:

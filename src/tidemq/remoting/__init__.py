@@ -1,4 +1,9 @@
-"""RocketMQ 4.x remoting: sans-IO codecs first, then the asyncio transport on top of them."""
+"""RocketMQ 4.x remoting: sans-IO codecs first, then the asyncio transport on top of them.
+
+It owns the envelope a message travels in: frames, request and response headers, codes, commands, JSON
+bodies, route data and the transport. The messages themselves (stored records, a producer's batch body,
+properties, ids) are ``tidemq.record``'s: remoting carries them as opaque bodies.
+"""
 
 from tidemq.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from tidemq.remoting.command import RemotingCommand

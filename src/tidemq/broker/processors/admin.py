@@ -10,6 +10,7 @@ import orjson
 
 from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.topics import RETRY_PREFIX, is_system_topic, name_problem
+from tidemq.record import MessageDecodeError, decode_offset_msg_id
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -21,7 +22,6 @@ from tidemq.remoting.headers import (
     TopicRequestHeader,
     ViewMessageRequestHeader,
 )
-from tidemq.remoting.message import MessageDecodeError, decode_offset_msg_id
 from tidemq.remoting.transport import RemotingConnection, RemotingError, RequestDispatcher
 from tidemq.store.metadata import SubscriptionGroupConfig, TopicConfig
 
