@@ -25,15 +25,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bench_common import HOST, MIB, Server, arg_parser, describe, fmt_size, machine, md_row, with_server
-from tidemq.remoting.batch import BatchItem, encode_batch
-from tidemq.remoting.codes import RequestCode, ResponseCode
-from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from tidemq.remoting.message import (
+from tidemq.record import (
+    BatchItem,
     UniqueIdGenerator,
+    encode_batch,
     encode_properties,
     iter_records,
 )
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from tidemq.remoting.transport import RemotingConnection, connect
 
 QUEUES = 4

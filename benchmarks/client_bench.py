@@ -66,7 +66,7 @@ from broker_bench import QUEUES, Client
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, PushConsumer
 from tidemq.client.message import Message, SendResult
 from tidemq.client.producer import Producer
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 BODY = 1024
 INFLIGHT = 256

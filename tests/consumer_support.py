@@ -13,7 +13,7 @@ from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStat
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.message import Message
 from tidemq.client.producer import Producer
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 
 async def produce(

@@ -20,11 +20,10 @@ import orjson
 
 from tidemq.client import api
 from tidemq.client.consumer.types import Subscription
+from tidemq.record import BatchItem, MessageExt, encode_batch, encode_properties, iter_records
 from tidemq.remoting import jsonx
-from tidemq.remoting.batch import BatchItem, encode_batch
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.message import MessageExt, encode_properties, iter_records
 from tidemq.remoting.transport import RemotingConnection, connect
 
 _handed_out: set[int] = set()

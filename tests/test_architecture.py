@@ -38,13 +38,11 @@ SERVER_SIDE = ("tidemq.broker", "tidemq.store", "tidemq.namesrv", "tidemq.nsq.ns
 @dataclass(frozen=True)
 class Rule:
     """Modules under ``package`` import none of ``forbids``; when ``only`` is set, nothing of tidemq but
-    ``only`` (and their own package). ``until_record`` names forbidden modules still allowed while
-    ``tidemq/record/`` does not exist: the record layout's old home in ``remoting/``."""
+    ``only`` (and their own package)."""
 
     package: str
     forbids: tuple[str, ...] = ()
     only: tuple[str, ...] | None = None
-    until_record: tuple[str, ...] = ()
     why: str = ""
 
 
@@ -54,7 +52,6 @@ RULES = (
     Rule(
         "tidemq.store",
         forbids=FRONT_ENDS,
-        until_record=("tidemq.remoting.message", "tidemq.remoting.batch"),
         why="the store serves every front-end and knows none",
     ),
     Rule(
@@ -66,6 +63,21 @@ RULES = (
         "tidemq.record",
         only=("tidemq.aio", "tidemq.address"),
         why="the stored record layout is the bottom layer every other package may use",
+    ),
+    Rule(
+        "tidemq.broker",
+        forbids=("tidemq.client", "tidemq.nsq", "tidemq.namesrv", "tidemq.spark", "tidemq.cli"),
+        why="the broker is one front-end on the store; the CLI and embedded wire the front-ends together",
+    ),
+    Rule(
+        "tidemq.namesrv",
+        forbids=("tidemq.broker", "tidemq.store", "tidemq.client", "tidemq.nsq"),
+        why="the name server keeps routes only; it reaches brokers through the wire",
+    ),
+    Rule(
+        "tidemq.nsq.nsqd",
+        forbids=("tidemq.broker", "tidemq.remoting", "tidemq.namesrv", "tidemq.client", "tidemq.nsq.client"),
+        why="nsqd is a front-end of its own on the store, sharing nothing with the RocketMQ side",
     ),
     Rule(
         "tidemq.nsq.client",
@@ -118,13 +130,10 @@ def forbidden(rule: Rule, name: str) -> bool:
 
 def violations(rule: Rule) -> list[str]:
     found = []
-    tolerated = () if exists("tidemq.record") else rule.until_record
     for path in sorted(SRC.rglob("*.py")):
         if not within(module_name(path), rule.package):
             continue
         for line, name in imported_names(path):
-            if any(within(name, old_home) for old_home in tolerated):
-                continue
             if forbidden(rule, name):
                 found.append(f"{path.relative_to(SRC.parent)}:{line} imports {name}")
     return found

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from tests.support import RawClient, ServerProcess, run
+from tidemq.record import MessageDecodeError
 from tidemq.remoting.codes import RequestCode, ResponseCode
-from tidemq.remoting.message import MessageDecodeError
 
 BASELINE_TOPIC = "BadInputBaseline"
 HEALTH_TOPIC = "BadInputHealth"

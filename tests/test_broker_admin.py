@@ -8,10 +8,10 @@ import time
 import orjson
 
 from tests.support import RawClient, ServerProcess, run
+from tidemq.record import decode_record
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.message import decode_record
 from tidemq.remoting.transport import RemotingConnection, connect
 
 
@@ -52,7 +52,7 @@ def test_view_by_id_and_query_by_key(server: ServerProcess) -> None:
         sent = await c.send(
             "Lookup", b"find me", keys="order-42 customer-7", props={"UNIQ_KEY": "ABCDEF0123456789"}
         )
-        from tidemq.remoting.message import decode_offset_msg_id
+        from tidemq.record import decode_offset_msg_id
 
         _, phys = decode_offset_msg_id(sent.msg_id)
         view = await c.call(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(phys)})

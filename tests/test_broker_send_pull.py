@@ -6,8 +6,8 @@ import asyncio
 import time
 
 from tests.support import RawClient, ServerProcess, run
+from tidemq.record import decode_offset_msg_id
 from tidemq.remoting.codes import RequestCode, ResponseCode
-from tidemq.remoting.message import decode_offset_msg_id
 
 
 def test_send_v1_v2_and_pull_round_trip(server: ServerProcess) -> None:

@@ -19,7 +19,7 @@ from tests.consumer_support import (
 )
 from tests.support import RawClient, ServerProcess, run, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 

@@ -14,29 +14,27 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.nsq.protocol import MAGIC_V2, CommandParser, FinRun, NSQError
-from tidemq.remoting.batch import (
+from tidemq.record import (
+    PROPERTY_SEPARATOR,
     BatchItem,
+    MessageDecodeError,
+    SysFlag,
     build_stored_batch,
     build_uniform_batch,
     decode_batch,
-    encode_batch,
-)
-from tidemq.remoting.codes import LanguageCode, SerializeType
-from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.frame import FrameDecoder, FrameError, HeaderError, encode
-from tidemq.remoting.message import (
-    PROPERTY_SEPARATOR,
-    MessageDecodeError,
-    SysFlag,
     decode_properties,
     decode_record,
     decode_records,
+    encode_batch,
     encode_properties,
     encode_record,
     iter_records,
     record_bodies,
     tag_hash,
 )
+from tidemq.remoting.codes import LanguageCode, SerializeType
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.frame import FrameDecoder, FrameError, HeaderError, encode
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STRUCTURED = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

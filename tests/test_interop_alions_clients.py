@@ -21,8 +21,8 @@ from tests.support import RawClient, ServerProcess, run, server_log, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel, PushConsumer
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.producer import Producer
+from tidemq.record import MessageExt, SysFlag, iter_records
 from tidemq.remoting.codes import ResponseCode
-from tidemq.remoting.message import MessageExt, SysFlag, iter_records
 
 require_harness()
 

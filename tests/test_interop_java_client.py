@@ -20,7 +20,7 @@ from tests.support import RawClient, ServerProcess, run, unique
 from tidemq.client import Message, Producer
 from tidemq.client.admin import Admin
 from tidemq.client.consumer import ConsumeFromWhere
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 pytestmark = pytest.mark.java_client
 FIRST = ConsumeFromWhere.FIRST_OFFSET

@@ -11,7 +11,7 @@ from tests.support import RawClient, ServerProcess, run
 from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.instance import MQClientError
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 

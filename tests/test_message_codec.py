@@ -11,16 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.remoting import message as m
-from tidemq.remoting.batch import BatchItem, decode_batch, encode_batch
-from tidemq.remoting.message import (
+from tidemq import record as m
+from tidemq.record import (
     MAGIC_MESSAGE,
+    BatchItem,
     MessageDecodeError,
     SysFlag,
     UniqueIdGenerator,
+    decode_batch,
     decode_offset_msg_id,
     decode_properties,
     decode_record,
+    encode_batch,
     encode_properties,
     encode_record,
     iter_records,

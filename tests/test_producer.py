@@ -14,7 +14,7 @@ from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendStatus
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
-from tidemq.remoting.message import Prop, decode_properties
+from tidemq.record import Prop, decode_properties
 
 
 async def _pull_all(addr: str, topic: str, queues: int = 4) -> list:  # type: ignore[type-arg]

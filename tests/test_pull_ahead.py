@@ -19,9 +19,9 @@ from tidemq.client.consumer import ConsumeFromWhere, PushConsumer
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pulling import _PullRequest
 from tidemq.client.message_queue import MessageQueue
+from tidemq.record import MessageExt
 from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.message import MessageExt
 from tidemq.remoting.transport import (
     ProcessorResult,
     RemotingConnection,

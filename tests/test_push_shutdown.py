@@ -10,7 +10,7 @@ import pytest
 from tests.consumer_support import Collector, committed_offsets, consumer, create_topic, produce, wait_until
 from tests.support import ServerProcess, run, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 COUNT = 40

@@ -36,7 +36,7 @@ from tidemq.client.admin import Admin
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer import ConsumeFromWhere, MessageModel
 from tidemq.client.consumer.lite_pull import LitePullConsumer
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 pytestmark = pytest.mark.java_broker
 FIRST = ConsumeFromWhere.FIRST_OFFSET

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from tidemq.remoting.message import (
+from tidemq.record import (
     MessageDecodeError,
     SysFlag,
     decode_record,

@@ -13,8 +13,17 @@ import pytest
 
 from tests.support import hold_fsync
 from tidemq.broker.offsets import OffsetTable
-from tidemq.remoting.batch import BatchItem, StoredBatch, build_stored_batch, encode_batch
-from tidemq.remoting.message import MessageDecodeError, decode_record, encode_record, iter_records, tag_hash
+from tidemq.record import (
+    BatchItem,
+    MessageDecodeError,
+    StoredBatch,
+    build_stored_batch,
+    decode_record,
+    encode_batch,
+    encode_record,
+    iter_records,
+    tag_hash,
+)
 from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError, mapped_file, message_store
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.message_store import AppendRequest

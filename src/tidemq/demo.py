@@ -35,7 +35,7 @@ import orjson
 from tidemq.address import LOCALHOST
 from tidemq.client import BlockingProducer, BlockingPushConsumer, ConsumeFromWhere, ConsumeStatus, Message
 from tidemq.client.admin import Admin
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -24,9 +24,9 @@ from tidemq.broker.processors.pull import pull_message
 from tidemq.broker.pull_stats import PulledPerMinute
 from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.topics import TopicManager
+from tidemq.record import MessageExt, Prop, encode_properties, encode_record, pack_host, tag_hash
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.message import MessageExt, Prop, encode_properties, encode_record, pack_host, tag_hash
 from tidemq.remoting.names import SCHEDULE_TOPIC
 from tidemq.remoting.transport import (
     RemotingConnection,

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidemq.record import tag_hash
 from tidemq.remoting.codes import RequestCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.message import tag_hash
 from tidemq.remoting.transport import RemotingConnection
 
 log = logging.getLogger(__name__)

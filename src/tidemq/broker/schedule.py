@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tidemq.aio import cancel_and_wait
-from tidemq.remoting.message import Prop, decode_record
+from tidemq.record import Prop, decode_record
 from tidemq.remoting.names import SCHEDULE_TOPIC
 from tidemq.store import StoreError
 

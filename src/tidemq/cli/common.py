@@ -18,7 +18,7 @@ import click
 from tidemq.address import DEFAULT_NAMESRV_ADDR, split_host_port
 from tidemq.cli.nsq_options import Decorator
 from tidemq.nsq.client.lookup import build_lookup_url
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 # --- addresses -------------------------------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from tidemq.client import (
 )
 from tidemq.client.consumer.types import ConsumeContext
 from tidemq.client.producer import validate_topic
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 FROM_HELP = (
     "Where a group with no committed offset starts (a group with offsets resumes from them). "

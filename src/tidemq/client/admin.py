@@ -11,8 +11,8 @@ from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.route import TopicRoute
+from tidemq.record import MessageDecodeError, MessageExt, decode_offset_msg_id
 from tidemq.remoting.codes import RequestCode
-from tidemq.remoting.message import MessageDecodeError, MessageExt, decode_offset_msg_id
 from tidemq.remoting.route import MASTER_ID
 from tidemq.remoting.transport import RemotingError
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import orjson
 
+from tidemq.record import MessageExt, decode_records, iter_records
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import Body, RemotingCommand
 from tidemq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from tidemq.remoting.message import MessageExt, decode_records, iter_records
 from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY
 from tidemq.remoting.transport import RemotingConnection
 

@@ -18,7 +18,7 @@ from tidemq.client.consumer.types import Listener
 from tidemq.client.message import Message, SendResult
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 
 class _Lifecycle(Protocol):

@@ -21,10 +21,10 @@ from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.route import TopicRoute
+from tidemq.record import MessageExt, iter_records
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.message import MessageExt, iter_records
 from tidemq.remoting.route import MASTER_ID
 from tidemq.remoting.transport import RemotingConnection, RemotingError, connect
 

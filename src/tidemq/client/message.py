@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tidemq.client.message_queue import MessageQueue
-from tidemq.remoting.message import Prop
+from tidemq.record import Prop
 
 
 @dataclass(slots=True)

@@ -18,23 +18,25 @@ from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, Laten
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.message_queue import MessageQueue
-from tidemq.remoting.batch import BatchItem, encode_batch
-from tidemq.remoting.codes import ResponseCode
-from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.headers import SendMessageRequestHeader
-from tidemq.remoting.message import (
+from tidemq.record import (
+    NAME_VALUE_SEPARATOR,
+    BatchItem,
     Prop,
     SysFlag,
     UniqueIdGenerator,
     compress_body,
+    encode_batch,
     encode_properties,
     tag_hash,
 )
+from tidemq.remoting.codes import ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import SendMessageRequestHeader
 from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, RETRY_PREFIX
 from tidemq.remoting.transport import RemotingError
 
 log = logging.getLogger(__name__)
-_UNIQ_ONLY = Prop.UNIQ_KEY + "\x01"
+_UNIQ_ONLY = Prop.UNIQ_KEY + NAME_VALUE_SEPARATOR
 
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 #: Broker answers after which Java retries on another broker.

@@ -22,8 +22,7 @@ from typing import Any, Protocol
 from tidemq.nsq.fin_journal import FinJournal, channel_key
 from tidemq.nsq.protocol import is_ephemeral
 from tidemq.nsq.quantile import E2eLatency, LatencySettings
-from tidemq.remoting.batch import property_value
-from tidemq.remoting.message import record_bodies
+from tidemq.record import property_value, record_bodies
 from tidemq.store import GetResult, GetStatus, MessageStore
 
 log = logging.getLogger(__name__)

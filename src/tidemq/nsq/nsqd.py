@@ -28,8 +28,7 @@ from tidemq.nsq.http_api import make_app
 from tidemq.nsq.lookup_peer import LookupdRegistrar
 from tidemq.nsq.protocol import NSQError, is_ephemeral
 from tidemq.nsq.quantile import LatencySettings
-from tidemq.remoting.batch import build_uniform_batch
-from tidemq.remoting.message import encode_properties
+from tidemq.record import build_uniform_batch, encode_properties
 from tidemq.store import FlushMode, MessageStore, StoreError
 from tidemq.store.documents import JsonSnapshots, read_json
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from tidemq.address import split_host_port
 from tidemq.client import api
+from tidemq.record import MessageDecodeError
 from tidemq.remoting.codes import ResponseCode
-from tidemq.remoting.message import MessageDecodeError
 from tidemq.remoting.transport import RemotingConnection, RemotingError, connect
 from tidemq.spark.offsets import QueueRange, data_loss
 from tidemq.spark.options import ReadOptions

@@ -1,9 +1,9 @@
 """Pull-response bodies decoded straight into Arrow columns (no I/O).
 
-``remoting.message.decode_record`` builds a full ``MessageExt`` per record, host strings included; the
+``tidemq.record.decode_record`` builds a full ``MessageExt`` per record, host strings included; the
 source needs neither the objects nor the hosts, and per-record cost is what bounds a Spark read. This
-walks the same stored layout (docs/protocols/rocketmq-messages.md#stored-record) and appends each field to its
-column list.
+walks the same stored layout (``tidemq.record.layout``, docs/protocols/rocketmq-messages.md#stored-record)
+and appends each field to its column list.
 """
 
 from __future__ import annotations
@@ -16,20 +16,22 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemq.remoting.message import (
+from tidemq.record import MessageDecodeError, Prop, SysFlag, decode_properties, offset_msg_id
+from tidemq.record.layout import (
+    HOST_V4_SIZE,
+    HOST_V6_SIZE,
+    INT64,
     MAGIC_MESSAGE,
+    MIN_RECORD_SIZE,
     POS_BORN_HOST,
-    MessageDecodeError,
-    Prop,
-    SysFlag,
-    decode_properties,
+    PROPERTIES_LENGTH,
+    PROPERTIES_LENGTH_SIZE,
+    RECORD_PREFIX,
+    RECORD_SUFFIX,
+    TIMESTAMP_SIZE,
+    TOPIC_LENGTH_SIZE,
 )
 from tidemq.spark.arrow import ARROW_SCHEMA, PROPERTIES_TYPE, TIMESTAMP_TYPE
-
-_HEAD = struct.Struct(">iIiiiqqiq")
-_TAIL = struct.Struct(">iqi")
-_I64 = struct.Struct(">q")
-_I16 = struct.Struct(">h")
 
 
 @dataclass(slots=True)
@@ -58,23 +60,29 @@ class RecordColumns:
         size = len(view)
         pos = seen = 0
         first = -1
+        unpack_prefix, unpack_suffix = RECORD_PREFIX.unpack_from, RECORD_SUFFIX.unpack_from
+        unpack_timestamp, unpack_props_len = INT64.unpack_from, PROPERTIES_LENGTH.unpack_from
+        v4, v6, ts_size, suffix_size = HOST_V4_SIZE, HOST_V6_SIZE, TIMESTAMP_SIZE, RECORD_SUFFIX.size
+        topic_len_size, props_len_size = TOPIC_LENGTH_SIZE, PROPERTIES_LENGTH_SIZE
         while pos < size:
             try:
-                total, magic, _crc, _qid, _flag, offset, phys, sys_flag, born = _HEAD.unpack_from(view, pos)
-                if magic != MAGIC_MESSAGE or total < 91 or pos + total > size:
+                total, magic, _crc, _qid, _flag, offset, phys, sys_flag, born = unpack_prefix(view, pos)
+                if magic != MAGIC_MESSAGE or total < MIN_RECORD_SIZE or pos + total > size:
                     raise MessageDecodeError(f"bad record header at {pos} (magic {magic:#x}, size {total})")
-                p = pos + POS_BORN_HOST + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
-                (stored,) = _I64.unpack_from(view, p)
-                store_len = 20 if sys_flag & SysFlag.STOREHOST_V6 else 8
-                store_host = bytes(view[p + 8 : p + 8 + store_len])
-                p += 8 + store_len
-                reconsume, _prepared, body_len = _TAIL.unpack_from(view, p)
-                p += 16
+                p = pos + POS_BORN_HOST + (v6 if sys_flag & SysFlag.BORNHOST_V6 else v4)
+                (stored,) = unpack_timestamp(view, p)
+                p += ts_size
+                store_len = v6 if sys_flag & SysFlag.STOREHOST_V6 else v4
+                store_host = bytes(view[p : p + store_len])
+                p += store_len
+                reconsume, _prepared, body_len = unpack_suffix(view, p)
+                p += suffix_size
                 body = bytes(view[p : p + body_len])
-                p += body_len + 1 + view[p + body_len]
-                (props_len,) = _I16.unpack_from(view, p)
-                props = decode_properties(bytes(view[p + 2 : p + 2 + props_len]).decode())
-                if body_len < 0 or props_len < 0 or p + 2 + props_len != pos + total:
+                p += body_len + topic_len_size + view[p + body_len]
+                (props_len,) = unpack_props_len(view, p)
+                p += props_len_size
+                props = decode_properties(bytes(view[p : p + props_len]).decode())
+                if body_len < 0 or props_len < 0 or p + props_len != pos + total:
                     raise MessageDecodeError(f"record at {pos} does not add up to its size {total}")
             except (struct.error, IndexError, UnicodeDecodeError) as exc:
                 raise MessageDecodeError(f"malformed record at {pos}: {exc}") from None
@@ -91,7 +99,7 @@ class RecordColumns:
                 except zlib.error as exc:
                     raise MessageDecodeError(f"compressed body at {pos} does not inflate: {exc}") from None
             self.offsets.append(offset)
-            self.msg_ids.append(props.get(Prop.UNIQ_KEY) or (store_host + _I64.pack(phys)).hex().upper())
+            self.msg_ids.append(props.get(Prop.UNIQ_KEY) or offset_msg_id(store_host, phys))
             self.keys.append(props.get(Prop.KEYS))
             self.tags.append(tag)
             self.bodies.append(body)

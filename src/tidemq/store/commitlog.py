@@ -7,32 +7,34 @@ the segment unused and the record starts the next one (Java's END_FILE_MIN_BLANK
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tidemq.remoting.message import (
+from tidemq.record.layout import (
     HEAD_SIZE_V4,
+    INT32,
+    INT64,
     MAGIC_BLANK,
     MAGIC_MESSAGE,
+    MIN_RECORD_SIZE,
+    POS_BODY_CRC,
     POS_PHYSICAL_OFFSET,
     POS_SYSFLAG,
-    SysFlag,
+    SIZE_AND_MAGIC,
     body_crc,
+    body_length_pos,
     store_timestamp_pos,
 )
 from tidemq.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
-BLANK_HEADER = 8
+#: The blank that ends a segment is a record's size and magic alone.
+BLANK_HEADER = SIZE_AND_MAGIC.size
 #: How far ahead of the writes a segment reserves its blocks (see MappedFile).
 ALLOCATE_AHEAD = 4 << 20
-_HEAD = struct.Struct(">iI")
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -83,7 +85,7 @@ class CommitLog:
         if seg is None:
             return self._new_segment(0)
         if seg.free < size + BLANK_HEADER:
-            seg.append(_HEAD.pack(seg.free, MAGIC_BLANK))
+            seg.append(SIZE_AND_MAGIC.pack(seg.free, MAGIC_BLANK))
             seg.write_pos = seg.capacity
             return self._new_segment(seg.base + seg.capacity)
         return seg
@@ -106,7 +108,7 @@ class CommitLog:
         if seg is None or offset + BLANK_HEADER > seg.end:
             return None
         pos = offset - seg.base
-        size, magic = _HEAD.unpack_from(seg.view, pos)
+        size, magic = SIZE_AND_MAGIC.unpack_from(seg.view, pos)
         if magic != MAGIC_MESSAGE or size <= 0 or pos + size > seg.write_pos:
             return None
         return seg.read(pos, size)
@@ -116,8 +118,8 @@ class CommitLog:
         if seg is None or offset + HEAD_SIZE_V4 > seg.end:
             return -1
         pos = offset - seg.base
-        (sys_flag,) = _I32.unpack_from(seg.view, pos + POS_SYSFLAG)
-        (ts,) = _I64.unpack_from(seg.view, pos + store_timestamp_pos(sys_flag))
+        (sys_flag,) = INT32.unpack_from(seg.view, pos + POS_SYSFLAG)
+        (ts,) = INT64.unpack_from(seg.view, pos + store_timestamp_pos(sys_flag))
         return int(ts)
 
     # --- recovery -----------------------------------------------------------------------------------
@@ -145,7 +147,7 @@ class CommitLog:
                 if seg.capacity - pos < BLANK_HEADER:
                     end_of_segment = True
                     break
-                size, magic = _HEAD.unpack_from(view, pos)
+                size, magic = SIZE_AND_MAGIC.unpack_from(view, pos)
                 if magic == MAGIC_BLANK and size == seg.capacity - pos:
                     end_of_segment = True
                     break
@@ -165,20 +167,20 @@ class CommitLog:
 
     @staticmethod
     def _valid(view: memoryview, pos: int, size: int, magic: int, offset: int) -> bool:
-        if magic != MAGIC_MESSAGE or size < HEAD_SIZE_V4 + 3 or pos + size > len(view):
+        if magic != MAGIC_MESSAGE or size < MIN_RECORD_SIZE or pos + size > len(view):
             return False
-        (phys,) = _I64.unpack_from(view, pos + POS_PHYSICAL_OFFSET)
+        (phys,) = INT64.unpack_from(view, pos + POS_PHYSICAL_OFFSET)
         if phys != offset:
             return False
-        (sys_flag,) = _I32.unpack_from(view, pos + POS_SYSFLAG)
-        body_len_pos = store_timestamp_pos(sys_flag) + 8 + (20 if sys_flag & SysFlag.STOREHOST_V6 else 8) + 12
-        if body_len_pos + 4 > size:
+        (sys_flag,) = INT32.unpack_from(view, pos + POS_SYSFLAG)
+        body_len_pos = body_length_pos(sys_flag)
+        if body_len_pos + INT32.size > size:
             return False
-        (body_len,) = _I32.unpack_from(view, pos + body_len_pos)
-        start = pos + body_len_pos + 4
+        (body_len,) = INT32.unpack_from(view, pos + body_len_pos)
+        start = pos + body_len_pos + INT32.size
         if body_len < 0 or start + body_len > pos + size:
             return False
-        (crc,) = _I32.unpack_from(view, pos + 8)
+        (crc,) = INT32.unpack_from(view, pos + POS_BODY_CRC)
         return bool(body_crc(view[start : start + body_len]) == crc)
 
     def _cut(self, seg_index: int, pos: int) -> None:

@@ -16,7 +16,6 @@ import itertools
 import logging
 import os
 import shutil
-import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,13 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.aio import cancel_and_wait
-from tidemq.remoting.batch import StoredBatch
-from tidemq.remoting.message import (
-    POS_QUEUE_OFFSET,
-    Prop,
-    decode_record,
-    tag_hash,
-)
+from tidemq.record import Prop, StoredBatch, decode_record, tag_hash
+from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
@@ -40,8 +34,6 @@ from tidemq.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
-_I64 = struct.Struct(">q")
-_QUEUE_AND_PHYSICAL = struct.Struct(">qq")  # at POS_QUEUE_OFFSET: queue offset, then physical offset
 MAX_TRANSFER_BYTES = 256 * 1024
 MAX_TRANSFER_COUNT = 32
 
@@ -258,7 +250,7 @@ class MessageStore:
             key = (req.topic, req.queue_id)
             qoff = next_queue_offset.get(key, cq.max_offset)
             next_queue_offset[key] = qoff + 1
-            _QUEUE_AND_PHYSICAL.pack_into(req.record, POS_QUEUE_OFFSET, qoff, phys)
+            QUEUE_AND_PHYSICAL_OFFSETS.pack_into(req.record, POS_QUEUE_OFFSET, qoff, phys)
             phys_offsets.append(phys)
             queue_offsets.append(qoff)
             phys += len(req.record)
@@ -280,7 +272,7 @@ class MessageStore:
         base = seg.end
         pos = 0
         phys_offsets = []
-        pack_offsets = _QUEUE_AND_PHYSICAL.pack_into
+        pack_offsets = QUEUE_AND_PHYSICAL_OFFSETS.pack_into
         for qoff, size in enumerate(sizes, first_queue_offset):
             pack_offsets(data, pos + POS_QUEUE_OFFSET, qoff, base + pos)
             phys_offsets.append(base + pos)

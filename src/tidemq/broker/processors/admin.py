@@ -12,6 +12,7 @@ import orjson
 from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.topics import is_system_topic, name_problem
+from tidemq.record import MessageDecodeError, decode_offset_msg_id
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -23,7 +24,6 @@ from tidemq.remoting.headers import (
     TopicRequestHeader,
     ViewMessageRequestHeader,
 )
-from tidemq.remoting.message import MessageDecodeError, decode_offset_msg_id
 from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, retry_topic
 from tidemq.remoting.transport import RemotingConnection, RemotingError, RequestDispatcher
 

@@ -12,20 +12,21 @@ from typing import TYPE_CHECKING
 from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import register_table
 from tidemq.broker.topics import NOT_SENDABLE, name_problem
-from tidemq.remoting.batch import build_stored_batch
-from tidemq.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
-from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from tidemq.remoting.message import (
+from tidemq.record import (
+    LOOPBACK_HOST,
     MessageDecodeError,
     Prop,
     SysFlag,
+    build_stored_batch,
     decode_properties,
     decode_record,
     encode_properties,
     offset_msg_ids,
     pack_host,
 )
+from tidemq.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from tidemq.remoting.names import RETRY_PREFIX, dlq_topic, retry_topic
 from tidemq.remoting.route import PERM_READ, PERM_WRITE
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
@@ -65,7 +66,7 @@ def _born_host(conn: RemotingConnection) -> bytes:
         try:
             packed = pack_host(conn.peer[0], conn.peer[1])[0]
         except ValueError:
-            packed = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+            packed = LOOPBACK_HOST
         conn.attrs["born_host"] = packed
     return packed
 

@@ -18,7 +18,7 @@ from tidemq.aio import TaskSet, cancel_and_wait
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import ConsumeContext, ConsumeStatus, MessageModel
 from tidemq.client.message_queue import MessageQueue
-from tidemq.remoting.message import MessageExt, Prop
+from tidemq.record import MessageExt, Prop
 
 if TYPE_CHECKING:
     from tidemq.client.consumer.push import PushConsumer

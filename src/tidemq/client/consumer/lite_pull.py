@@ -22,7 +22,7 @@ from tidemq.client.consumer.types import (
 )
 from tidemq.client.instance import MQClientError
 from tidemq.client.message_queue import MessageQueue
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 Fetched = tuple[MessageQueue, ProcessQueue, list[MessageExt]]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tidemq.remoting.message import MessageExt
+from tidemq.record import MessageExt
 
 PULL_MAX_IDLE_S = 120.0
 LOCK_MAX_LIVE_S = 30.0

@@ -17,8 +17,8 @@ from tidemq.client.consumer.offset_store import ReadMode
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import MessageModel, Subscription
 from tidemq.client.message_queue import MessageQueue
+from tidemq.record import MessageExt, Prop, encode_properties
 from tidemq.remoting.codes import ResponseCode
-from tidemq.remoting.message import MessageExt, Prop, encode_properties
 from tidemq.remoting.names import RETRY_PREFIX
 from tidemq.remoting.route import MASTER_ID
 

@@ -41,8 +41,8 @@ from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
+from tidemq.record import MessageExt, Prop
 from tidemq.remoting import jsonx
-from tidemq.remoting.message import MessageExt, Prop
 from tidemq.remoting.names import RETRY_PREFIX, retry_topic
 
 log = logging.getLogger(__name__)

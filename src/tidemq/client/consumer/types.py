@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from tidemq.client.message_queue import MessageQueue
-from tidemq.remoting.message import MessageExt, tag_hash
+from tidemq.record import MessageExt, tag_hash
 
 
 class MessageModel(enum.Enum):

@@ -1,0 +1,100 @@
+"""Hypothesis strategies for records and batches, shared by the record tests."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from tidemq.record import PROPERTY_SEPARATOR, SysFlag, encode_properties, encode_record
+from tidemq.record.layout import (
+    HOST_V4_SIZE,
+    HOST_V6_SIZE,
+    INT32,
+    POS_SYSFLAG,
+    POS_TOTAL_SIZE,
+    body_length_pos,
+)
+
+ANY_INT32 = st.integers(-(2**31), 2**31 - 1)
+ANY_INT64 = st.integers(-(2**63), 2**63 - 1)
+
+#: Property text with neither separator: what ``encode_properties`` is given.
+PROPERTY_TEXT = st.text(
+    st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=10
+)
+#: Keys the fast scans look for, keys that end like them, and others.
+PROPERTY_KEYS = st.one_of(
+    st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "XTAGS", "XUNIQ_KEY", "TAGSX", "a", "NSQ_TS"]),
+    PROPERTY_TEXT,
+)
+PROPERTIES = st.dictionaries(PROPERTY_KEYS, PROPERTY_TEXT, max_size=5)
+HOSTS = st.one_of(
+    st.binary(min_size=HOST_V4_SIZE, max_size=HOST_V4_SIZE),
+    st.binary(min_size=HOST_V6_SIZE, max_size=HOST_V6_SIZE),
+)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One encoded record and what it was built from."""
+
+    data: bytes
+    body: bytes
+    properties: dict[str, str]
+
+
+@st.composite
+def records(draw: st.DrawFn) -> Record:
+    """A well-formed record: either host IPv4 or IPv6, maybe compressed, any field values."""
+    body = draw(st.binary(max_size=60))
+    compressed = draw(st.booleans())
+    props = draw(PROPERTIES)
+    sys_flag = draw(ANY_INT32) & ~(SysFlag.COMPRESSED | SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+    data = encode_record(
+        topic=draw(st.text(max_size=12).filter(lambda t: len(t.encode()) <= 127)),
+        queue_id=draw(ANY_INT32),
+        body=zlib.compress(body) if compressed else body,
+        properties=encode_properties(props),
+        flag=draw(ANY_INT32),
+        sys_flag=sys_flag | (SysFlag.COMPRESSED if compressed else 0),
+        born_timestamp=draw(ANY_INT64),
+        born_host=draw(HOSTS),
+        store_timestamp=draw(ANY_INT64),
+        store_host=draw(HOSTS),
+        reconsume_times=draw(ANY_INT32),
+        prepared_transaction_offset=draw(ANY_INT64),
+        queue_offset=draw(ANY_INT64),
+        commit_log_offset=draw(ANY_INT64),
+    )
+    return Record(bytes(data), body, props)
+
+
+@st.composite
+def record_runs(draw: st.DrawFn) -> bytes:
+    """Records back to back, as a pull answer holds them."""
+    return b"".join(r.data for r in draw(st.lists(records(), max_size=4)))
+
+
+@st.composite
+def damaged_record_runs(draw: st.DrawFn) -> bytes:
+    """Records back to back with one length field, or a few bytes, or the end, gone wrong."""
+    data = bytearray(b"".join(r.data for r in draw(st.lists(records(), min_size=1, max_size=3))))
+    kind = draw(st.sampled_from(["total", "body length", "bytes", "truncated"]))
+    if kind == "total":
+        INT32.pack_into(data, POS_TOTAL_SIZE, draw(st.integers(-4, len(data) + 4)))
+    elif kind == "body length":
+        (sys_flag,) = INT32.unpack_from(data, POS_SYSFLAG)
+        INT32.pack_into(data, body_length_pos(sys_flag), draw(st.integers(-4, len(data))))
+    elif kind == "bytes":
+        for _ in range(draw(st.integers(1, 4))):
+            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+    else:
+        del data[draw(st.integers(0, len(data) - 1)) :]
+    return bytes(data)
+
+
+def joined(*properties: str) -> str:
+    """Encoded properties run together, as the broker appends its own to a message's."""
+    return PROPERTY_SEPARATOR.join(p for p in properties if p)
