@@ -51,6 +51,9 @@ class _BufferService:
 class LitePullConsumer:
     """A consumer core whose pulled batches wait in a buffer until ``poll`` takes them."""
 
+    # Fixed attributes: the pull settings live on ``core`` (see PushConsumer).
+    __slots__ = ("_buffer", "_uncommitted", "auto_commit", "core")
+
     def __init__(
         self,
         group: str,
@@ -147,7 +150,8 @@ class LitePullConsumer:
         self.core.instance.rebalance_now()
 
     async def shutdown(self) -> None:
-        """Stop pulling, drop what is buffered, persist the committed offsets, release the queues."""
+        """Stop pulling (what is buffered and not polled stays uncommitted), persist the committed offsets,
+        release the queues and unregister."""
         if not self.auto_commit:
             self._uncommitted.clear()  # uncommitted polls are not committed by closing
         if not self.core.running:
@@ -215,7 +219,7 @@ class LitePullConsumer:
             offset = pq.remove(msgs)
             if offset >= 0:
                 if self.auto_commit:
-                    self.offset_store.update(mq, offset, increase_only=True)
+                    self.core.offset_store.update(mq, offset, increase_only=True)
                 else:
                     self._uncommitted[mq] = max(offset, self._uncommitted.get(mq, offset))
             return msgs

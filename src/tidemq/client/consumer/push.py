@@ -49,6 +49,24 @@ LOCK_INTERVAL_S = 20.0
 class PushConsumer:
     """A consumer core whose pulled batches a consume service (concurrent or orderly) gives the listener."""
 
+    # Fixed attributes: a setting assigned here after construction would be silently ignored, since the
+    # pull settings live on ``core``.
+    __slots__ = (
+        "_call_listener",
+        "_inner_producer",
+        "_lock_task",
+        "await_termination_s",
+        "consume_batch_max_size",
+        "consume_service",
+        "consume_thread_max",
+        "consume_timeout_s",
+        "core",
+        "executor",
+        "hooks",
+        "listener",
+        "max_reconsume_times",
+    )
+
     def __init__(
         self,
         group: str,
