@@ -6,8 +6,9 @@ rebalance (rebalance.py: allocation, one process queue per owned queue) and the 
 process_queue.py). On top of it, ``PushConsumer`` (push.py) adds a consume service (concurrently.py,
 orderly.py) calling a listener, and ``LitePullConsumer`` (lite_pull.py) a buffer read by ``poll``.
 
-This package imports only ``tidemq.client`` (instance, api, config, allocate, producer), ``tidemq.remoting``
-and ``tidemq.aio``; never ``tidemq.broker``, ``tidemq.store`` or ``tidemq.namesrv``.
+This package imports only the rest of ``tidemq.client`` (the instance, the wire calls in api, config,
+allocation, routes, the retry producer), ``tidemq.remoting`` and ``tidemq.aio``; never ``tidemq.broker``,
+``tidemq.store`` or ``tidemq.namesrv``.
 """
 
 from tidemq.client.consumer.push import PushConsumer
