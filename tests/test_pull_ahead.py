@@ -126,7 +126,7 @@ def _answer(next_offset: int, body: bytes = b"") -> api.PullResult:
 
 def test_pull_ahead_only_within_flow_control() -> None:
     async def scenario() -> None:
-        c = PushConsumer("AheadGroup", "127.0.0.1:1", pull_threshold_for_queue=40)
+        c = PushConsumer("AheadGroup", "127.0.0.1:1", pull_threshold_for_queue=40).core
         c.pull_threshold_size_for_queue = 64 * 1024
         c.consume_concurrently_max_span = 100
         pq = ProcessQueue()

@@ -103,7 +103,7 @@ def produce(spec: Spec) -> dict[str, Any]:
     return asyncio.run(_produce(spec))
 
 
-async def _until_assigned(consumer: PushConsumer, topic: str) -> None:
+async def _until_assigned(consumer: PushConsumer | LitePullConsumer, topic: str) -> None:
     def assigned() -> bool:
         return len([mq for mq in consumer.rebalancer.process_queues if mq.topic == topic]) >= QUEUES
 
@@ -114,7 +114,7 @@ async def _until_assigned(consumer: PushConsumer, topic: str) -> None:
 async def _consume(spec: Spec, tally: Tally) -> None:
     await _create_topic(spec)
     namesrv, first = spec.target["namesrv"], ConsumeFromWhere.FIRST_OFFSET
-    consumer: PushConsumer
+    consumer: PushConsumer | LitePullConsumer
     if spec.variant == "lite":
         consumer = LitePullConsumer(
             spec.group, namesrv, auto_commit=False, pull_batch_size=PULL_BATCH, consume_from_where=first

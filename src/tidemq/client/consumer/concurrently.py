@@ -104,7 +104,7 @@ class ConcurrentConsumeService:
     def _done(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         offset = pq.remove(msgs)
         if offset >= 0 and not pq.dropped:
-            self.consumer.offset_store.update(mq, offset, increase_only=True)
+            self.consumer.core.offset_store.update(mq, offset, increase_only=True)
 
     async def _failed(
         self,

@@ -1,29 +1,33 @@
-"""The lite pull consumer (Java DefaultLitePullConsumer): the push consumer's rebalance and pull loops,
-with a buffer in place of the listener, so the application calls ``poll`` when it is ready."""
+"""The lite pull consumer (Java DefaultLitePullConsumer): the consumer core's rebalance and pull loops
+with a buffer in place of a listener, so the application calls ``poll`` when it is ready.
+
+This module owns the buffer and the application's side of it: poll, commit (automatic or manual),
+assign and seek.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.aio import TaskSet
 from tidemq.client import api
+from tidemq.client.allocate import AllocateStrategy
 from tidemq.client.config import ClientConfig, wrap_namespace
+from tidemq.client.consumer.core import ConsumerCore
+from tidemq.client.consumer.offset_store import OffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.push import PushConsumer
-from tidemq.client.consumer.types import (
-    ConsumeContext,
-    ConsumeFromWhere,
-    ConsumeStatus,
-    MessageModel,
-    Subscription,
-)
-from tidemq.client.instance import MQClientError
+from tidemq.client.consumer.rebalance import Rebalancer
+from tidemq.client.consumer.types import ConsumeFromWhere, MessageModel, Subscription
+from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message_queue import MessageQueue
 from tidemq.record import MessageExt
 
+log = logging.getLogger(__name__)
 Fetched = tuple[MessageQueue, ProcessQueue, list[MessageExt]]
 
 
@@ -34,25 +38,23 @@ class _BufferService:
         self.buffer: asyncio.Queue[Fetched] = asyncio.Queue(capacity)
         self._tasks = TaskSet()  # puts waiting for room in a full buffer
 
-    def start(self) -> None:
-        pass
-
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
         try:
             self.buffer.put_nowait((mq, pq, msgs))
         except asyncio.QueueFull:
             self._tasks.spawn(self.buffer.put((mq, pq, msgs)))
 
-    async def close(self, timeout: float) -> None:
+    async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
 
 
-async def _never_called(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
-    raise RuntimeError("the lite pull consumer has no listener")
+class LitePullConsumer:
+    """A consumer core whose pulled batches wait in a buffer until ``poll`` takes them."""
 
+    # Fixed attributes: the pull settings live on ``core`` (see PushConsumer).
+    __slots__ = ("_buffer", "_uncommitted", "auto_commit", "core")
 
-class LitePullConsumer(PushConsumer):
     def __init__(
         self,
         group: str,
@@ -64,49 +66,127 @@ class LitePullConsumer(PushConsumer):
         suspend_timeout_ms: int = 20_000,
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
-        **kwargs: Any,
+        consume_timestamp: str | None = None,
+        allocate: AllocateStrategy | None = None,
+        consume_thread_max: int = 20,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue_mib: int = 100,
+        consume_concurrently_max_span: int = 2000,
+        post_subscription_when_pull: bool = False,
+        offset_store_dir: Path | None = None,
+        # The push consumer's listener settings, accepted alike; nothing here consumes with a listener.
+        consume_batch_max_size: int = 1,
+        max_reconsume_times: int = -1,
+        consume_timeout_min: float = 15.0,
+        await_termination_s: float = 30.0,
     ) -> None:
-        super().__init__(
+        self.auto_commit = auto_commit
+        self._buffer = _BufferService(
+            capacity=max(1, pull_threshold_for_queue // max(1, pull_batch_size)) * 8
+        )
+        self.core = ConsumerCore(
             group,
             namesrv_addr,
             config=config,
-            pull_batch_size=pull_batch_size,
-            suspend_timeout_ms=suspend_timeout_ms,
             message_model=message_model,
             consume_from_where=consume_from_where,
-            **kwargs,
+            consume_timestamp=consume_timestamp,
+            allocate=allocate,
+            pull_batch_size=pull_batch_size,
+            pull_threshold_for_queue=pull_threshold_for_queue,
+            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
+            consume_concurrently_max_span=consume_concurrently_max_span,
+            suspend_timeout_ms=suspend_timeout_ms,
+            post_subscription_when_pull=post_subscription_when_pull,
+            offset_store_dir=offset_store_dir,
+            consume_thread_max=consume_thread_max,
+            consume_type="CONSUME_ACTIVELY",
+            consume_service=self._buffer,
+            consume_directly=self.consume_directly,
         )
-        self.auto_commit = auto_commit
-        self.listener = _never_called
-        self.retry_subscription = False
-        self.consume_type = "CONSUME_ACTIVELY"
-        self.requires_subscription = False  # queues may be assigned after start
-        self.advance_offset_when_idle = auto_commit  # manual commit: only commit() moves offsets
-        self._buffer = _BufferService(
-            capacity=max(1, self.pull_threshold_for_queue // max(1, pull_batch_size)) * 8
-        )
-        self.consume_service = self._buffer  # type: ignore[assignment]
-        self._assigned: set[MessageQueue] | None = None
+        self.core.retry_subscription = False
+        self.core.advance_offset_when_idle = auto_commit  # manual commit: only commit() moves offsets
         self._uncommitted: dict[MessageQueue, int] = {}
+
+    # --- what the core holds ------------------------------------------------------------------------
+
+    @property
+    def group(self) -> str:
+        return self.core.group
+
+    @property
+    def config(self) -> ClientConfig:
+        return self.core.config
+
+    @property
+    def message_model(self) -> MessageModel:
+        return self.core.message_model
+
+    @property
+    def subscriptions(self) -> dict[str, Subscription]:
+        return self.core.subscriptions
+
+    @property
+    def rebalancer(self) -> Rebalancer:
+        return self.core.rebalancer
+
+    @property
+    def instance(self) -> ClientInstance:
+        return self.core.instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        return self.core.offset_store
+
+    @property
+    def running(self) -> bool:
+        return self.core.running
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start without a subscription if need be: queues may be assigned after start."""
+        self.core.register()
+        await self.core.join()
+        self.core.instance.rebalance_now()
+
+    async def shutdown(self) -> None:
+        """Stop pulling (what is buffered and not polled stays uncommitted), persist the committed offsets,
+        release the queues and unregister."""
+        if not self.auto_commit:
+            self._uncommitted.clear()  # uncommitted polls are not committed by closing
+        if not self.core.running:
+            return
+        await self.core.stop_pulling()
+        await self._buffer.close()
+        await self.core.release_queues()
+        await self.core.unregister()
+
+    async def __aenter__(self) -> LitePullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def pause(self) -> None:
+        self.core.paused = True
+
+    def resume(self) -> None:
+        self.core.paused = False
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe to ``topic`` with a tag expression; rebalance shares its queues in the group."""
+        self.core.subscribe(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.core.unsubscribe(topic)
 
     # --- what to read ---------------------------------------------------------------------------------
 
     def assign(self, queues: list[MessageQueue]) -> None:
         """Read exactly these queues (no rebalance), e.g. from ``fetch_message_queues``."""
-        wrapped = {
-            MessageQueue(wrap_namespace(self.config.namespace, q.topic), q.broker_name, q.queue_id)
-            for q in queues
-        }
-        self._assigned = wrapped
-        for mq in wrapped:
-            self.subscriptions.setdefault(mq.topic, Subscription.parse(mq.topic, "*"))
-        if self.running:
-            self.instance.rebalance_now()
-
-    def assigned_queues(self, topic: str) -> set[MessageQueue] | None:
-        if self._assigned is None:
-            return None
-        return {mq for mq in self._assigned if mq.topic == topic}
+        self.core.assign(queues)
 
     def assignment(self) -> set[MessageQueue]:
         return set(self.rebalancer.process_queues)
@@ -140,7 +220,7 @@ class LitePullConsumer(PushConsumer):
             offset = pq.remove(msgs)
             if offset >= 0:
                 if self.auto_commit:
-                    self.offset_store.update(mq, offset, increase_only=True)
+                    self.core.offset_store.update(mq, offset, increase_only=True)
                 else:
                     self._uncommitted[mq] = max(offset, self._uncommitted.get(mq, offset))
             return msgs
@@ -155,7 +235,8 @@ class LitePullConsumer(PushConsumer):
     # --- moving ---------------------------------------------------------------------------------------
 
     async def seek(self, mq: MessageQueue, offset: int) -> None:
-        if mq not in self.rebalancer.process_queues and (self._assigned is None or mq not in self._assigned):
+        assigned = self.core.assigned
+        if mq not in self.rebalancer.process_queues and (assigned is None or mq not in assigned):
             raise MQClientError(f"{mq} is not assigned to this consumer")
         conn = await self.instance.broker_connection(mq.broker_name)
         low, high = (
@@ -179,7 +260,14 @@ class LitePullConsumer(PushConsumer):
         conn = await self.instance.broker_connection(mq.broker_name)
         await self.seek(mq, await api.get_max_offset(conn, mq.topic, mq.queue_id))
 
-    async def shutdown(self) -> None:
-        if not self.auto_commit:
-            self._uncommitted.clear()  # uncommitted polls are not committed by closing
-        await super().shutdown()
+    async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: there is no listener to run the message on, and the answer says so."""
+        reason = "the lite pull consumer has no listener"
+        log.warning("group %s cannot consume %s directly: %s", self.group, msg.msg_id, reason)
+        return {
+            "order": False,
+            "autoCommit": True,
+            "consumeResult": "CR_THROW_EXCEPTION",
+            "remark": reason,
+            "spentTimeMills": 0,
+        }

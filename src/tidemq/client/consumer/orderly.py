@@ -117,7 +117,7 @@ class OrderlyConsumeService:
         elif not success and await self._suspend(ctx, msgs, pq, mq):
             return False
         if commit >= 0 and not pq.dropped:
-            self.consumer.offset_store.update(mq, commit)
+            self.consumer.core.offset_store.update(mq, commit)
         return True
 
     async def _suspend(

@@ -23,7 +23,7 @@ from tidemq.remoting.names import RETRY_PREFIX
 from tidemq.remoting.route import MASTER_ID
 
 if TYPE_CHECKING:
-    from tidemq.client.consumer.push import PushConsumer
+    from tidemq.client.consumer.core import ConsumerCore
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,11 @@ DELAY_NOT_LOCKED_S = 3.0
 
 
 def prepare_pulled(
-    consumer: PushConsumer, mq: MessageQueue, sub: Subscription, result: api.PullResult
+    core: ConsumerCore, mq: MessageQueue, sub: Subscription, result: api.PullResult
 ) -> list[MessageExt]:
     """Client-side tag re-filter (the broker filters by hash only), retry-topic restore, offset hints."""
     out = []
-    namespace = consumer.config.namespace
+    namespace = core.config.namespace
     every_tag = not sub.tags
     broker_name = mq.broker_name
     offset_hints = encode_properties(
@@ -61,23 +61,23 @@ def prepare_pulled(
 class _PullRequest:
     """One owned queue's pull state (Java's PullRequest): where to pull next, and from which broker."""
 
-    def __init__(self, consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
-        self.consumer = consumer
+    def __init__(self, core: ConsumerCore, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        self.core = core
         self.mq = mq
         self.pq = pq
         self.next_offset = next_offset
         self.broker_id = MASTER_ID  # which broker of the queue's broker name to pull from, as advised
-        self.clustering = consumer.message_model is MessageModel.CLUSTERING
+        self.clustering = core.message_model is MessageModel.CLUSTERING
         self.flow_controls = 0
         self.previously_locked = False
 
     async def ready(self) -> Subscription | None:
         """The subscription to pull with, or None after waiting out a reason not to pull now."""
-        consumer, pq = self.consumer, self.pq
-        if consumer.paused:
+        core, pq = self.core, self.pq
+        if core.paused:
             await asyncio.sleep(DELAY_WHEN_PAUSED_S)
             return None
-        reason = _flow_control_reason(consumer, pq)
+        reason = flow_control_reason(core, pq)
         if reason:
             self.flow_controls += 1
             if self.flow_controls % 1000 == 1:
@@ -89,44 +89,44 @@ class _PullRequest:
                 )
             await asyncio.sleep(DELAY_FLOW_CONTROL_S)
             return None
-        if consumer.orderly and self.clustering:
+        if core.orderly and self.clustering:
             if not pq.locked:
                 await asyncio.sleep(DELAY_NOT_LOCKED_S)
                 return None
             if not self.previously_locked:
                 self.previously_locked = True
-                offset = await consumer.compute_pull_from_where(self.mq)
+                offset = await core.compute_pull_from_where(self.mq)
                 if offset >= 0:
                     self.next_offset = offset
-        sub = consumer.subscriptions.get(self.mq.topic)
+        sub = core.subscriptions.get(self.mq.topic)
         if sub is None:
             await asyncio.sleep(DELAY_ON_ERROR_S)
         return sub
 
     async def start(self, sub: Subscription) -> api.PendingPull:
         """Write the pull for ``next_offset`` (no wait when the connection is open)."""
-        consumer, mq = self.consumer, self.mq
-        addr = consumer.instance.brokers.get(mq.broker_name, {}).get(self.broker_id)
+        core, mq = self.core, self.mq
+        addr = core.instance.brokers.get(mq.broker_name, {}).get(self.broker_id)
         if addr is None:
             self.broker_id = MASTER_ID  # the suggested slave is unknown: back to the master
         # Only a master may take the committed offset along (Java clears the flag for slaves).
         commit = (
-            await consumer.offset_store.read(mq, ReadMode.MEMORY)
+            await core.offset_store.read(mq, ReadMode.MEMORY)
             if self.clustering and self.broker_id == MASTER_ID
             else 0
         )
         if addr is None:
-            conn = await consumer.instance.broker_connection(mq.broker_name)
+            conn = await core.instance.broker_connection(mq.broker_name)
         else:
-            conn = await consumer.instance.connection(addr)
+            conn = await core.instance.connection(addr)
         header = api.pull_header(
-            consumer.group,
+            core.group,
             mq.topic,
             mq.queue_id,
             self.next_offset,
-            max_nums=consumer.pull_batch_size,
-            expression=sub.expression if consumer.post_subscription_when_pull else None,
-            suspend_ms=consumer.suspend_timeout_ms,
+            max_nums=core.pull_batch_size,
+            expression=sub.expression if core.post_subscription_when_pull else None,
+            suspend_ms=core.suspend_timeout_ms,
             commit_offset=max(0, commit),
         )
         return api.start_pull(conn, header)
@@ -134,24 +134,24 @@ class _PullRequest:
     def may_pull_ahead(self, result: api.PullResult) -> bool:
         """Whether the next pull may go out before this answer is decoded: flow control counting the
         answer's messages (at most its offset advance) and bytes as if already cached."""
-        consumer = self.consumer
+        core = self.core
         arriving = result.next_begin_offset - self.next_offset
         return (
-            not consumer.paused
-            and not consumer.orderly
-            and _flow_control_reason(consumer, self.pq, arriving, len(result.body)) is None
+            not core.paused
+            and not core.orderly
+            and flow_control_reason(core, self.pq, arriving, len(result.body)) is None
         )
 
 
-async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+async def pull_loop(core: ConsumerCore, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
     """Pull, hand over, pull again.  While a SUCCESS answer is being decoded the next pull is already on
     the wire (when flow control allows), so this side's decoding overlaps the broker's reading instead
     of the two taking turns."""
-    request = _PullRequest(consumer, mq, pq, next_offset)
+    request = _PullRequest(core, mq, pq, next_offset)
     ahead: tuple[api.PendingPull, Subscription] | None = None
-    timeout = consumer.suspend_timeout_ms / 1000 + 15
+    timeout = core.suspend_timeout_ms / 1000 + 15
     try:
-        while not pq.dropped and consumer.running:
+        while not pq.dropped and core.running:
             try:
                 if ahead is None:
                     sub = await request.ready()
@@ -191,37 +191,37 @@ async def pull_loop(consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, 
                         log.debug("pulling %s ahead failed: %s", mq, exc)
                     # Let this loop pass write the pull out before the decoding below takes the CPU.
                     await asyncio.sleep(0)
-                msgs = prepare_pulled(consumer, mq, sub, result)
+                msgs = prepare_pulled(core, mq, sub, result)
                 if msgs:
                     dispatch = pq.put(msgs)
-                    consumer.consume_service.submit(msgs, pq, mq, dispatch)
+                    core.consume_service.submit(msgs, pq, mq, dispatch)
             elif result.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
                 request.next_offset = result.next_begin_offset
-                if pq.msg_count == 0 and consumer.advance_offset_when_idle:
-                    consumer.offset_store.update(mq, request.next_offset, increase_only=True)
+                if pq.msg_count == 0 and core.advance_offset_when_idle:
+                    core.offset_store.update(mq, request.next_offset, increase_only=True)
             else:  # PULL_OFFSET_MOVED: fix the offset, persist it, and let rebalance start the queue again
                 moved_to = result.next_begin_offset
                 log.warning("offset %d of %s is illegal; moving to %d", request.next_offset, mq, moved_to)
-                consumer.offset_store.update(mq, result.next_begin_offset)
-                await consumer.offset_store.persist(mq)
-                consumer.rebalancer.forget(mq)
-                consumer.instance.rebalance_now()
+                core.offset_store.update(mq, result.next_begin_offset)
+                await core.offset_store.persist(mq)
+                core.rebalancer.forget(mq)
+                core.instance.rebalance_now()
                 return
     finally:
         if ahead is not None:
             ahead[0].response.cancel()
 
 
-def _flow_control_reason(
-    consumer: PushConsumer, pq: ProcessQueue, arriving: int = 0, arriving_bytes: int = 0
+def flow_control_reason(
+    core: ConsumerCore, pq: ProcessQueue, arriving: int = 0, arriving_bytes: int = 0
 ) -> str | None:
     """Why not to pull now, if ``arriving`` more messages (``arriving_bytes``) were cached on top."""
     count, size, span = pq.msg_count + arriving, pq.msg_size + arriving_bytes, pq.span + arriving
-    if count > consumer.pull_threshold_for_queue:
-        return f"{count} cached messages > {consumer.pull_threshold_for_queue}"
-    if size > consumer.pull_threshold_size_for_queue:
-        limit_mib = consumer.pull_threshold_size_for_queue // (1024 * 1024)
+    if count > core.pull_threshold_for_queue:
+        return f"{count} cached messages > {core.pull_threshold_for_queue}"
+    if size > core.pull_threshold_size_for_queue:
+        limit_mib = core.pull_threshold_size_for_queue // (1024 * 1024)
         return f"{size // (1024 * 1024)} MiB cached > {limit_mib} MiB"
-    if not consumer.orderly and span > consumer.consume_concurrently_max_span:
-        return f"offset span {span} > {consumer.consume_concurrently_max_span}"
+    if not core.orderly and span > core.consume_concurrently_max_span:
+        return f"offset span {span} > {core.consume_concurrently_max_span}"
     return None

@@ -1,4 +1,9 @@
-"""The push consumer: subscribe, register a listener, start; messages arrive through long-polling pulls."""
+"""The push consumer: subscribe, register a listener, start; messages arrive through long-polling pulls.
+
+Composition (Java DefaultMQPushConsumerImpl): a ``ConsumerCore`` (registration, offset store, rebalance,
+pull loops) feeding a consume service (concurrent or orderly) that calls the listener. This module owns
+the listener side: calling it, sending failed messages back, the orderly lock timer and shutdown's order.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +13,16 @@ import logging
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.client import api
-from tidemq.client.allocate import AllocateStrategy, Averagely
-from tidemq.client.config import ClientConfig, wrap_namespace
+from tidemq.client.allocate import AllocateStrategy
+from tidemq.client.config import ClientConfig
 from tidemq.client.consumer.concurrently import ConcurrentConsumeService
-from tidemq.client.consumer.offset_store import (
-    NO_OFFSET,
-    LocalFileOffsetStore,
-    OffsetStore,
-    ReadMode,
-    RemoteBrokerOffsetStore,
-)
+from tidemq.client.consumer.core import ConsumerCore
+from tidemq.client.consumer.offset_store import OffsetStore
 from tidemq.client.consumer.orderly import OrderlyConsumeService
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.types import (
@@ -42,15 +41,33 @@ from tidemq.client.message import Message
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
 from tidemq.record import MessageExt, Prop
-from tidemq.remoting import jsonx
-from tidemq.remoting.names import RETRY_PREFIX, retry_topic
+from tidemq.remoting.names import retry_topic
 
 log = logging.getLogger(__name__)
-DEFAULT_OFFSET_DIR = Path.home() / ".rocketmq_offsets"
 LOCK_INTERVAL_S = 20.0
 
 
 class PushConsumer:
+    """A consumer core whose pulled batches a consume service (concurrent or orderly) gives the listener."""
+
+    # Fixed attributes: a setting assigned here after construction would be silently ignored, since the
+    # pull settings live on ``core``.
+    __slots__ = (
+        "_call_listener",
+        "_inner_producer",
+        "_lock_task",
+        "await_termination_s",
+        "consume_batch_max_size",
+        "consume_service",
+        "consume_thread_max",
+        "consume_timeout_s",
+        "core",
+        "executor",
+        "hooks",
+        "listener",
+        "max_reconsume_times",
+    )
+
     def __init__(
         self,
         group: str,
@@ -74,82 +91,100 @@ class PushConsumer:
         offset_store_dir: Path | None = None,
         await_termination_s: float = 30.0,
     ) -> None:
-        base = config or ClientConfig(namesrv_addr=namesrv_addr)
-        self.config = base.with_unique_instance() if message_model is MessageModel.CLUSTERING else base
-        self.group = wrap_namespace(self.config.namespace, group)
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
-        self.consume_timestamp = consume_timestamp or datetime.fromtimestamp(time.time() - 1800).strftime(
-            "%Y%m%d%H%M%S"
-        )
-        self.allocate: AllocateStrategy = allocate or Averagely()
         self.consume_thread_max = consume_thread_max
-        self.pull_batch_size = pull_batch_size
         self.consume_batch_max_size = consume_batch_max_size
         self.max_reconsume_times = max_reconsume_times
-        self.pull_threshold_for_queue = pull_threshold_for_queue
-        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
-        self.consume_concurrently_max_span = consume_concurrently_max_span
-        self.suspend_timeout_ms = suspend_timeout_ms
-        self.post_subscription_when_pull = post_subscription_when_pull
         self.consume_timeout_s = consume_timeout_min * 60
-        self.offset_store_dir = offset_store_dir or DEFAULT_OFFSET_DIR
         self.await_termination_s = await_termination_s
-        self.subscriptions: dict[str, Subscription] = {}
         self.hooks: list[ConsumeHook] = []
         self.listener: Listener | None = None
         self._call_listener: ListenerCall | None = None
-        self.orderly = False
-        self.running = False
-        self.paused = False
-        self.rebalancer = Rebalancer(self)
         self.consume_service: ConcurrentConsumeService | OrderlyConsumeService = ConcurrentConsumeService(
             self
         )
+        self.core = ConsumerCore(
+            group,
+            namesrv_addr,
+            config=config,
+            message_model=message_model,
+            consume_from_where=consume_from_where,
+            consume_timestamp=consume_timestamp,
+            allocate=allocate,
+            pull_batch_size=pull_batch_size,
+            pull_threshold_for_queue=pull_threshold_for_queue,
+            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
+            consume_concurrently_max_span=consume_concurrently_max_span,
+            suspend_timeout_ms=suspend_timeout_ms,
+            post_subscription_when_pull=post_subscription_when_pull,
+            offset_store_dir=offset_store_dir,
+            consume_thread_max=consume_thread_max,
+            consume_type="CONSUME_PASSIVELY",
+            consume_service=self.consume_service,
+            consume_directly=self.consume_directly,
+        )
         self.executor = ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"consume-{group}")
-        self._instance: ClientInstance | None = None
-        self._offset_store: OffsetStore | None = None
         self._inner_producer: Producer | None = None
         self._lock_task: asyncio.Task[None] | None = None
-        self.started_at = 0
-        #: Clustering push consumers also consume their group's retry topic.
-        self.retry_subscription = True
-        self.consume_type = "CONSUME_PASSIVELY"
-        self.requires_subscription = True
-        #: With nothing cached, a filtered or empty pull moves the stored offset on (Java correctTagsOffset).
-        self.advance_offset_when_idle = True
+
+    # --- what the core holds ------------------------------------------------------------------------
+
+    @property
+    def group(self) -> str:
+        return self.core.group
+
+    @property
+    def config(self) -> ClientConfig:
+        return self.core.config
+
+    @property
+    def message_model(self) -> MessageModel:
+        return self.core.message_model
+
+    @property
+    def subscriptions(self) -> dict[str, Subscription]:
+        return self.core.subscriptions
+
+    @property
+    def rebalancer(self) -> Rebalancer:
+        return self.core.rebalancer
+
+    @property
+    def instance(self) -> ClientInstance:
+        return self.core.instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        return self.core.offset_store
+
+    @property
+    def orderly(self) -> bool:
+        return self.core.orderly
+
+    @property
+    def running(self) -> bool:
+        return self.core.running
+
+    @property
+    def paused(self) -> bool:
+        return self.core.paused
 
     # --- configuration ------------------------------------------------------------------------------
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """Subscribe to ``topic`` with a tag expression: ``*``, ``TagA`` or ``TagA || TagB``."""
-        wire = wrap_namespace(self.config.namespace, topic)
-        self.subscriptions[wire] = Subscription.parse(wire, expression)
-        if self.running:
-            self.instance.rebalance_now()
+        self.core.subscribe(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
-        self.subscriptions.pop(wrap_namespace(self.config.namespace, topic), None)
+        self.core.unsubscribe(topic)
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         """``listener(msgs, context)`` returns a ConsumeStatus (or raises); it may be a coroutine function."""
-        if self.running:
+        if self.core.running:
             raise MQClientError("register the listener before start()")
         self.listener = listener
-        self.orderly = orderly
+        self.core.orderly = orderly
         self.consume_service = OrderlyConsumeService(self) if orderly else ConcurrentConsumeService(self)
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise MQClientError("consumer is not started")
-        return self._instance
-
-    @property
-    def offset_store(self) -> OffsetStore:
-        if self._offset_store is None:
-            raise MQClientError("consumer is not started")
-        return self._offset_store
+        self.core.consume_service = self.consume_service
 
     def effective_max_reconsume_times(self, *, orderly: bool = False) -> int:
         if self.max_reconsume_times >= 0:
@@ -159,63 +194,39 @@ class PushConsumer:
     # --- lifecycle ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        core = self.core
         if self.listener is None:
             raise MQClientError("no listener registered: call register_listener() before start()")
-        if not self.subscriptions and self.requires_subscription:
+        if not core.subscriptions:
             raise MQClientError("no subscription: call subscribe() before start()")
         self._call_listener = listener_call(self.listener, self.executor)
-        self._instance = ClientInstance.get(self.config)
-        if self.message_model is MessageModel.CLUSTERING:
-            self._offset_store = RemoteBrokerOffsetStore(self._instance, self.group)
-            if self.retry_subscription:
-                retry = retry_topic(self.group)
-                self.subscriptions[retry] = Subscription.parse(retry, "*")
-        else:
-            store = LocalFileOffsetStore(self.offset_store_dir, self._instance.client_id, self.group)
-            store.load()
-            self._offset_store = store
-        self._instance.register_consumer(self)
-        self.running = True
-        self.started_at = int(time.time() * 1000)
+        core.register()
         self.consume_service.start()
-        await self._instance.start()
-        for topic in self.subscriptions:
-            try:
-                await self._instance.update_route(topic)
-            except MQClientError:
-                raise
-            except Exception as exc:
-                log.warning("route of %s not available yet: %s", topic, exc)
-        await self._instance.heartbeat_all()
-        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+        await core.join()
+        if core.orderly and core.message_model is MessageModel.CLUSTERING:
             self._lock_task = asyncio.create_task(self._lock_loop())
-        self._instance.rebalance_now()
+        core.instance.rebalance_now()
 
     async def _lock_loop(self) -> None:
         await asyncio.sleep(1.0)
         while True:
-            await self.rebalancer.lock_all()
+            await self.core.rebalancer.lock_all()
             await asyncio.sleep(LOCK_INTERVAL_S)
 
     async def shutdown(self) -> None:
         """Stop pulling; let the listeners finish what was already fetched (up to ``await_termination_s``)
         and commit it; persist offsets; then drop and unlock the queues and unregister. Java's order, so a
         message whose listener finished is not delivered again to the group's next consumer."""
-        if not self.running:
+        if not self.core.running:
             return
-        self.running = False
-        await self.rebalancer.stop_pulling()
+        await self.core.stop_pulling()
         await self.consume_service.close(self.await_termination_s)
         if self._lock_task is not None:  # held until now: draining orderly queues needs their locks
             self._lock_task.cancel()
-        mqs = set(self.rebalancer.process_queues)
-        await self.offset_store.persist_all(mqs)
-        self.rebalancer.drop_all()
-        if self.orderly and self.message_model is MessageModel.CLUSTERING:
-            await self.rebalancer.unlock(list(mqs))
+        await self.core.release_queues()
         if self._inner_producer is not None:
             await self._inner_producer.shutdown()
-        await self.instance.unregister(self.group, producer=False)
+        await self.core.unregister()
         self.executor.shutdown(wait=False)
 
     async def __aenter__(self) -> PushConsumer:
@@ -226,10 +237,10 @@ class PushConsumer:
         await self.shutdown()
 
     def pause(self) -> None:
-        self.paused = True
+        self.core.paused = True
 
     def resume(self) -> None:
-        self.paused = False
+        self.core.paused = False
 
     # --- consumption helpers used by the services -----------------------------------------------------
 
@@ -307,70 +318,7 @@ class PushConsumer:
             await self._inner_producer.start()
         return self._inner_producer
 
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """Where a newly owned queue starts: the stored offset, else by consume-from-where
-        (docs/protocols/rocketmq-consumption.md#consume-from-where)."""
-        last = await self.offset_store.read(mq, ReadMode.STORE)
-        if last >= 0:
-            return last
-        if last != NO_OFFSET:
-            return -1
-        retry = mq.topic.startswith(RETRY_PREFIX)
-        try:
-            conn = await self.instance.broker_connection(mq.broker_name)
-            if self.consume_from_where is ConsumeFromWhere.FIRST_OFFSET:
-                return 0
-            if self.consume_from_where is ConsumeFromWhere.LAST_OFFSET:
-                return 0 if retry else await api.get_max_offset(conn, mq.topic, mq.queue_id)
-            if retry:
-                return await api.get_max_offset(conn, mq.topic, mq.queue_id)
-            ts = int(datetime.strptime(self.consume_timestamp, "%Y%m%d%H%M%S").timestamp() * 1000)
-            return await api.search_offset(conn, mq.topic, mq.queue_id, ts)
-        except Exception as exc:
-            log.warning("cannot compute the start offset of %s: %s", mq, exc)
-            return -1
-
-    # --- hooks for the client instance ------------------------------------------------------------------
-
-    def heartbeat_data(self) -> dict[str, Any]:
-        return {
-            "groupName": self.group,
-            "consumeType": self.consume_type,
-            "messageModel": self.message_model.value,
-            "consumeFromWhere": self.consume_from_where.value,
-            "unitMode": False,
-            "subscriptionDataSet": [sub.to_json(topic) for topic, sub in self.subscriptions.items()],
-        }
-
-    def assigned_queues(self, topic: str) -> set[MessageQueue] | None:
-        """Queues fixed by the user instead of rebalance (lite pull ``assign``); None: rebalance decides."""
-        return None
-
-    def subscribed_topics(self) -> set[str]:
-        return set(self.subscriptions)
-
-    async def rebalance(self) -> None:
-        if self.running:
-            await self.rebalancer.rebalance()
-
-    async def persist_offsets(self) -> None:
-        await self.offset_store.persist_all(set(self.rebalancer.process_queues))
-
-    def queue_offsets(self, topic: str) -> dict[MessageQueue, int]:
-        return self.offset_store.offsets(topic)
-
-    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
-        """RESET_CONSUMER_CLIENT_OFFSET: drop the queues, set the new offsets, persist, start again."""
-        self.pause()
-        try:
-            for mq in [mq for mq in self.rebalancer.process_queues if mq.topic == topic]:
-                self.rebalancer.forget(mq)
-            for mq, offset in offsets.items():
-                self.offset_store.update(mq, offset)
-                await self.offset_store.persist(mq)
-        finally:
-            self.resume()
-        self.instance.rebalance_now()
+    # --- answers for the client instance ---------------------------------------------------------------
 
     async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
         """CONSUME_MESSAGE_DIRECTLY: run the listener on one message, commit nothing, report how it went."""
@@ -395,26 +343,6 @@ class PushConsumer:
             "spentTimeMills": int((time.monotonic() - started) * 1000),
         }
 
-    def running_info(self) -> dict[Any, Any]:
-        mq_table = {}
-        for mq, pq in self.rebalancer.process_queues.items():
-            mq_table[jsonx.object_key(**mq.to_json())] = pq.info(self.offset_store.offsets().get(mq, -1))
-        return {
-            "properties": {
-                "PROP_NAMESERVER_ADDR": self.config.namesrv_addr,
-                "PROP_THREADPOOL_CORE_SIZE": str(self.consume_thread_max),
-                "PROP_CONSUMEORDERLY": "true" if self.orderly else "false",
-                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
-                "PROP_CLIENT_VERSION": "V4_9_8",
-                "PROP_CONSUMER_START_TIMESTAMP": str(self.started_at),
-                "messageModel": self.message_model.value,
-                "consumeFromWhere": self.consume_from_where.value,
-            },
-            "subscriptionSet": [sub.to_json(topic) for topic, sub in self.subscriptions.items()],
-            "mqTable": mq_table,
-            "statusTable": {},
-        }
-
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait until every fetched message is consumed (useful in tests and scripts)."""
         deadline = time.monotonic() + timeout
@@ -423,4 +351,4 @@ class PushConsumer:
                 raise TimeoutError("messages are still being consumed")
             await asyncio.sleep(0.02)
         with contextlib.suppress(Exception):
-            await self.persist_offsets()
+            await self.core.persist_offsets()

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tidemq.aio import cancel_and_wait
@@ -20,96 +21,104 @@ from tidemq.client.route import TopicRoute
 from tidemq.remoting.route import MASTER_ID
 
 if TYPE_CHECKING:
-    from tidemq.client.consumer.push import PushConsumer
+    from tidemq.client.consumer.core import ConsumerCore
 
 log = logging.getLogger(__name__)
 UNLOCK_WAIT_S = 1.0
 
 
+def stale_queues(
+    process_queues: Mapping[MessageQueue, ProcessQueue], topic: str, mine: set[MessageQueue]
+) -> list[MessageQueue]:
+    """The owned queues of ``topic`` to drop: allocated elsewhere now, not pulled for too long, or dropped.
+    A stale queue that is still allocated here starts again in the same round, from its stored offset."""
+    return [
+        mq
+        for mq, pq in process_queues.items()
+        if mq.topic == topic and (mq not in mine or pq.pull_expired or pq.dropped)
+    ]
+
+
 class Rebalancer:
-    def __init__(self, consumer: PushConsumer) -> None:
-        self.consumer = consumer
+    """Owns the process queues and pull loops of one consumer core (Java RebalanceImpl)."""
+
+    def __init__(self, core: ConsumerCore) -> None:
+        self.core = core
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
         self._lock = asyncio.Lock()
 
     async def rebalance(self) -> None:
         async with self._lock:
-            if not self.consumer.running:
+            if not self.core.running:
                 return
-            for topic in list(self.consumer.subscriptions):
+            for topic in list(self.core.subscriptions):
                 try:
                     await self._rebalance_topic(topic)
                 except Exception as exc:
-                    log.warning("rebalance of %s for group %s failed: %s", topic, self.consumer.group, exc)
-            for mq in [mq for mq in self.process_queues if mq.topic not in self.consumer.subscriptions]:
+                    log.warning("rebalance of %s for group %s failed: %s", topic, self.core.group, exc)
+            for mq in [mq for mq in self.process_queues if mq.topic not in self.core.subscriptions]:
                 await self._drop(mq)
 
     async def _rebalance_topic(self, topic: str) -> None:
-        instance = self.consumer.instance
+        core = self.core
+        instance = core.instance
         route = await instance.route(topic)
         if route is None:
-            log.warning("group %s: topic %s has no route yet", self.consumer.group, topic)
+            log.warning("group %s: topic %s has no route yet", core.group, topic)
             return
         mq_all = route.subscribe_queues(topic)
-        assigned = self.consumer.assigned_queues(topic)
+        assigned = core.assigned_queues(topic)
         if assigned is not None:
             mine = assigned & set(mq_all)
-        elif self.consumer.message_model is MessageModel.BROADCASTING:
+        elif core.message_model is MessageModel.BROADCASTING:
             mine = set(mq_all)
         else:
             cids = await self._consumer_ids(route)
             if not cids or not mq_all:
-                log.info("group %s: no consumer list or queues for %s this round", self.consumer.group, topic)
+                log.info("group %s: no consumer list or queues for %s this round", core.group, topic)
                 return
-            mine = set(
-                self.consumer.allocate.allocate(
-                    self.consumer.group, instance.client_id, sorted(mq_all), sorted(cids)
-                )
-            )
+            mine = set(core.allocate.allocate(core.group, instance.client_id, sorted(mq_all), sorted(cids)))
         await self._apply(topic, mine)
 
     async def _consumer_ids(self, route: TopicRoute) -> list[str] | None:
         masters = [b.addrs[MASTER_ID] for b in route.brokers.values() if MASTER_ID in b.addrs]
         if not masters:
             return None
-        conn = await self.consumer.instance.connection(random.choice(masters))
-        return await api.consumer_ids(conn, self.consumer.group)
+        conn = await self.core.instance.connection(random.choice(masters))
+        return await api.consumer_ids(conn, self.core.group)
 
     async def _apply(self, topic: str, mine: set[MessageQueue]) -> None:
         changed = False
-        for mq, pq in list(self.process_queues.items()):
-            stale = mq not in mine or pq.pull_expired or pq.dropped
-            if mq.topic == topic and stale and await self._drop(mq):
+        for mq in stale_queues(self.process_queues, topic, mine):
+            if await self._drop(mq):
                 changed = True
-        orderly_clustering = self.consumer.orderly and self.consumer.message_model is MessageModel.CLUSTERING
+        orderly_clustering = self.core.orderly and self.core.message_model is MessageModel.CLUSTERING
         for mq in sorted(mine - self.process_queues.keys()):
             if orderly_clustering and not await self.lock(mq):
                 log.info(
                     "group %s: %s is locked by another consumer; trying next round",
-                    self.consumer.group,
+                    self.core.group,
                     mq,
                 )
                 continue
-            self.consumer.offset_store.remove(mq)
-            offset = await self.consumer.compute_pull_from_where(mq)
+            self.core.offset_store.remove(mq)
+            offset = await self.core.compute_pull_from_where(mq)
             if offset < 0:
-                log.warning(
-                    "group %s: cannot find where to start %s; trying next round", self.consumer.group, mq
-                )
+                log.warning("group %s: cannot find where to start %s; trying next round", self.core.group, mq)
                 continue
             pq = ProcessQueue()
-            if self.consumer.orderly:
+            if self.core.orderly:
                 pq.locked, pq.last_lock_time = True, time.monotonic()
             self.process_queues[mq] = pq
-            self._pulls[mq] = asyncio.create_task(pull_loop(self.consumer, mq, pq, offset))
+            self._pulls[mq] = asyncio.create_task(pull_loop(self.core, mq, pq, offset))
             changed = True
         if changed:
             owned = sorted(q.queue_id for q in self.process_queues if q.topic == topic)
             log.info(
                 "group %s (%s): now owns %s queues %s",
-                self.consumer.group,
-                self.consumer.instance.client_id,
+                self.core.group,
+                self.core.instance.client_id,
                 topic,
                 owned,
             )
@@ -123,10 +132,10 @@ class Rebalancer:
         task = self._pulls.pop(mq, None)
         if task is not None:
             task.cancel()
-        store = self.consumer.offset_store
+        store = self.core.offset_store
         await store.persist(mq)
         store.remove(mq)
-        if self.consumer.orderly and self.consumer.message_model is MessageModel.CLUSTERING:
+        if self.core.orderly and self.core.message_model is MessageModel.CLUSTERING:
             try:
                 async with asyncio.timeout(UNLOCK_WAIT_S):
                     await pq.consume_lock.acquire()
@@ -164,13 +173,13 @@ class Rebalancer:
                 pq = self.process_queues.get(mq)
                 if pq is not None and mq not in locked:
                     pq.locked = False
-                    log.warning("group %s: lost the lock of %s", self.consumer.group, mq)
+                    log.warning("group %s: lost the lock of %s", self.core.group, mq)
 
     async def _lock_on_broker(self, broker_name: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
         try:
-            conn = await self.consumer.instance.broker_connection(broker_name)
+            conn = await self.core.instance.broker_connection(broker_name)
             answer = await api.lock_batch(
-                conn, self.consumer.group, self.consumer.instance.client_id, [mq.to_json() for mq in mqs]
+                conn, self.core.group, self.core.instance.client_id, [mq.to_json() for mq in mqs]
             )
         except Exception as exc:
             log.warning("locking queues on %s failed: %s", broker_name, exc)
@@ -188,11 +197,11 @@ class Rebalancer:
             by_broker.setdefault(mq.broker_name, []).append(mq)
         for broker_name, items in by_broker.items():
             with contextlib.suppress(Exception):
-                conn = await self.consumer.instance.broker_connection(broker_name)
+                conn = await self.core.instance.broker_connection(broker_name)
                 await api.unlock_batch(
                     conn,
-                    self.consumer.group,
-                    self.consumer.instance.client_id,
+                    self.core.group,
+                    self.core.instance.client_id,
                     [mq.to_json() for mq in items],
                 )
 
