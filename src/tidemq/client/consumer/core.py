@@ -281,3 +281,42 @@ class ConsumerCore:
             "mqTable": mq_table,
             "statusTable": {},
         }
+
+
+class CoreView:
+    """What push and lite pull consumers show of the core they hold (read-only, one definition)."""
+
+    __slots__ = ()
+    core: ConsumerCore
+
+    @property
+    def group(self) -> str:
+        return self.core.group
+
+    @property
+    def config(self) -> ClientConfig:
+        return self.core.config
+
+    @property
+    def message_model(self) -> MessageModel:
+        return self.core.message_model
+
+    @property
+    def subscriptions(self) -> dict[str, Subscription]:
+        return self.core.subscriptions
+
+    @property
+    def rebalancer(self) -> Rebalancer:
+        return self.core.rebalancer
+
+    @property
+    def instance(self) -> ClientInstance:
+        return self.core.instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        return self.core.offset_store
+
+    @property
+    def running(self) -> bool:
+        return self.core.running

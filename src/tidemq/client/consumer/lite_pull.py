@@ -18,12 +18,10 @@ from tidemq.aio import TaskSet
 from tidemq.client import api
 from tidemq.client.allocate import AllocateStrategy
 from tidemq.client.config import ClientConfig, wrap_namespace
-from tidemq.client.consumer.core import ConsumerCore
-from tidemq.client.consumer.offset_store import OffsetStore
+from tidemq.client.consumer.core import ConsumerCore, CoreView
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.rebalance import Rebalancer
-from tidemq.client.consumer.types import ConsumeFromWhere, MessageModel, Subscription
-from tidemq.client.instance import ClientInstance, MQClientError
+from tidemq.client.consumer.types import ConsumeFromWhere, MessageModel
+from tidemq.client.instance import MQClientError
 from tidemq.client.message_queue import MessageQueue
 from tidemq.record import MessageExt
 
@@ -49,7 +47,7 @@ class _BufferService:
             task.cancel()
 
 
-class LitePullConsumer:
+class LitePullConsumer(CoreView):
     """A consumer core whose pulled batches wait in a buffer until ``poll`` takes them."""
 
     # Fixed attributes: the pull settings live on ``core`` (see PushConsumer).
@@ -107,40 +105,6 @@ class LitePullConsumer:
         self.core.retry_subscription = False
         self.core.advance_offset_when_idle = auto_commit  # manual commit: only commit() moves offsets
         self._uncommitted: dict[MessageQueue, int] = {}
-
-    # --- what the core holds ------------------------------------------------------------------------
-
-    @property
-    def group(self) -> str:
-        return self.core.group
-
-    @property
-    def config(self) -> ClientConfig:
-        return self.core.config
-
-    @property
-    def message_model(self) -> MessageModel:
-        return self.core.message_model
-
-    @property
-    def subscriptions(self) -> dict[str, Subscription]:
-        return self.core.subscriptions
-
-    @property
-    def rebalancer(self) -> Rebalancer:
-        return self.core.rebalancer
-
-    @property
-    def instance(self) -> ClientInstance:
-        return self.core.instance
-
-    @property
-    def offset_store(self) -> OffsetStore:
-        return self.core.offset_store
-
-    @property
-    def running(self) -> bool:
-        return self.core.running
 
     # --- lifecycle ----------------------------------------------------------------------------------
 

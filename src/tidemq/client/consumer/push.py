@@ -21,10 +21,8 @@ from tidemq.client import api
 from tidemq.client.allocate import AllocateStrategy
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer.concurrently import ConcurrentConsumeService
-from tidemq.client.consumer.core import ConsumerCore
-from tidemq.client.consumer.offset_store import OffsetStore
+from tidemq.client.consumer.core import ConsumerCore, CoreView
 from tidemq.client.consumer.orderly import OrderlyConsumeService
-from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.types import (
     ConsumeContext,
     ConsumeFromWhere,
@@ -33,10 +31,9 @@ from tidemq.client.consumer.types import (
     Listener,
     ListenerCall,
     MessageModel,
-    Subscription,
     listener_call,
 )
-from tidemq.client.instance import ClientInstance, MQClientError
+from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
@@ -47,7 +44,7 @@ log = logging.getLogger(__name__)
 LOCK_INTERVAL_S = 20.0
 
 
-class PushConsumer:
+class PushConsumer(CoreView):
     """A consumer core whose pulled batches a consume service (concurrent or orderly) gives the listener."""
 
     # Fixed attributes: a setting assigned here after construction would be silently ignored, since the
@@ -129,40 +126,8 @@ class PushConsumer:
     # --- what the core holds ------------------------------------------------------------------------
 
     @property
-    def group(self) -> str:
-        return self.core.group
-
-    @property
-    def config(self) -> ClientConfig:
-        return self.core.config
-
-    @property
-    def message_model(self) -> MessageModel:
-        return self.core.message_model
-
-    @property
-    def subscriptions(self) -> dict[str, Subscription]:
-        return self.core.subscriptions
-
-    @property
-    def rebalancer(self) -> Rebalancer:
-        return self.core.rebalancer
-
-    @property
-    def instance(self) -> ClientInstance:
-        return self.core.instance
-
-    @property
-    def offset_store(self) -> OffsetStore:
-        return self.core.offset_store
-
-    @property
     def orderly(self) -> bool:
         return self.core.orderly
-
-    @property
-    def running(self) -> bool:
-        return self.core.running
 
     @property
     def paused(self) -> bool:
