@@ -13,7 +13,7 @@ import pytest
 
 from tests.nsq_support import RawNsq, nsqd_in_process, wait_until
 from tests.support import ServerProcess, free_port, hold_fsync, run
-from tidemq.nsq.channel import DEADLINE_SLACK
+from tidemq.nsq.nsqd.channel import DEADLINE_SLACK
 from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command, encode_mpub
 from tidemq.store import FlushMode
 

@@ -17,8 +17,8 @@ from urllib.parse import unquote_plus
 import orjson
 from aiohttp import web
 
-from tidemq.nsq.config import VERSION
-from tidemq.nsq.http_api import V1_HEADERS, ApiError
+from tidemq.nsq.nsqd.config import VERSION
+from tidemq.nsq.nsqd.http_api import V1_HEADERS, ApiError
 from tidemq.nsq.protocol import valid_name
 
 if TYPE_CHECKING:

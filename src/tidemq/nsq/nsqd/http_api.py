@@ -14,13 +14,13 @@ import orjson
 from aiohttp import web
 
 from tidemq.address import is_host_port
-from tidemq.nsq.config import LOG_LEVEL_NUMBERS
+from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS
+from tidemq.nsq.nsqd.stats import StatsQuery, nsqd_stats, render_text
 from tidemq.nsq.protocol import NSQError, valid_name
-from tidemq.nsq.stats import StatsQuery, nsqd_stats, render_text
 
 if TYPE_CHECKING:
-    from tidemq.nsq.channel import Channel, Topic
-    from tidemq.nsq.nsqd import Nsqd
+    from tidemq.nsq.nsqd.channel import Channel, Topic
+    from tidemq.nsq.nsqd.server import Nsqd
 
 log = logging.getLogger(__name__)
 

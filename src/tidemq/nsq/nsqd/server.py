@@ -19,15 +19,15 @@ from typing import Any
 from aiohttp import web
 
 from tidemq.aio import cancel_and_wait
-from tidemq.nsq.auth import Authenticator
-from tidemq.nsq.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
-from tidemq.nsq.config import LOG_LEVEL_NUMBERS, VERSION, NsqdConfig
-from tidemq.nsq.connection import NsqConnection
-from tidemq.nsq.fin_journal import FinJournal, channel_key, journal_files, replay
-from tidemq.nsq.http_api import make_app
-from tidemq.nsq.lookup_peer import LookupdRegistrar
+from tidemq.nsq.nsqd.auth import Authenticator
+from tidemq.nsq.nsqd.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
+from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS, VERSION, NsqdConfig
+from tidemq.nsq.nsqd.connection import NsqConnection
+from tidemq.nsq.nsqd.fin_journal import FinJournal, channel_key, journal_files, replay
+from tidemq.nsq.nsqd.http_api import make_app
+from tidemq.nsq.nsqd.lookup_peer import LookupdRegistrar
+from tidemq.nsq.nsqd.quantile import LatencySettings
 from tidemq.nsq.protocol import NSQError, is_ephemeral
-from tidemq.nsq.quantile import LatencySettings
 from tidemq.remoting.batch import build_uniform_batch
 from tidemq.remoting.message import encode_properties
 from tidemq.store import FlushMode, MessageStore, StoreError

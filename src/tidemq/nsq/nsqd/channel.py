@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tidemq.nsq.fin_journal import FinJournal, channel_key
+from tidemq.nsq.nsqd.fin_journal import FinJournal, channel_key
+from tidemq.nsq.nsqd.quantile import E2eLatency, LatencySettings
 from tidemq.nsq.protocol import is_ephemeral
-from tidemq.nsq.quantile import E2eLatency, LatencySettings
 from tidemq.remoting.batch import property_value
 from tidemq.remoting.message import record_bodies
 from tidemq.store import GetResult, GetStatus, MessageStore

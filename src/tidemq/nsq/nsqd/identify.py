@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tidemq.nsq.config import VERSION, NsqdConfig
+from tidemq.nsq.nsqd.config import VERSION, NsqdConfig
 from tidemq.nsq.protocol import NSQError
 
 T = TypeVar("T")

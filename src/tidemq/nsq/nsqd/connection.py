@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, cast
 import orjson
 
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
-from tidemq.nsq import identify
-from tidemq.nsq.auth import AuthSession
-from tidemq.nsq.channel import Channel
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
-from tidemq.nsq.config import TLSRequired
+from tidemq.nsq.nsqd import identify
+from tidemq.nsq.nsqd.auth import AuthSession
+from tidemq.nsq.nsqd.channel import Channel
+from tidemq.nsq.nsqd.config import TLSRequired
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
     HEARTBEAT,
@@ -44,7 +44,7 @@ from tidemq.nsq.protocol import (
 )
 
 if TYPE_CHECKING:
-    from tidemq.nsq.nsqd import Nsqd
+    from tidemq.nsq.nsqd.server import Nsqd
 
 log = logging.getLogger(__name__)
 
