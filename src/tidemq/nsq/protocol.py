@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+#: The nsqd and nsqlookupd release whose protocols and answers tidemq reproduces.
+VERSION = "1.3.0"
 MAGIC_V2 = b"  V2"
 #: nsqlookupd's TCP protocol, which frames commands the same way.
 MAGIC_V1 = b"  V1"

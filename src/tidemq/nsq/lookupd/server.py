@@ -13,7 +13,7 @@ from aiohttp import web
 from tidemq.nsq.lookupd.http import make_app
 from tidemq.nsq.lookupd.registry import RegistrationDB
 from tidemq.nsq.lookupd.tcp import LookupConnection
-from tidemq.nsq.nsqd.config import VERSION
+from tidemq.nsq.protocol import VERSION
 
 log = logging.getLogger(__name__)
 

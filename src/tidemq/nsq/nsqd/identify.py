@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tidemq.nsq.nsqd.config import VERSION, NsqdConfig
-from tidemq.nsq.protocol import NSQError
+from tidemq.nsq.nsqd.config import NsqdConfig
+from tidemq.nsq.protocol import VERSION, NSQError
 
 T = TypeVar("T")
 

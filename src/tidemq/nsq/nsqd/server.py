@@ -21,13 +21,13 @@ from aiohttp import web
 from tidemq.aio import cancel_and_wait
 from tidemq.nsq.nsqd.auth import Authenticator
 from tidemq.nsq.nsqd.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
-from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS, VERSION, NsqdConfig
+from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS, NsqdConfig
 from tidemq.nsq.nsqd.connection import NsqConnection
 from tidemq.nsq.nsqd.fin_journal import FinJournal, channel_key, journal_files, replay
 from tidemq.nsq.nsqd.http_api import make_app
 from tidemq.nsq.nsqd.lookup_peer import LookupdRegistrar
 from tidemq.nsq.nsqd.quantile import LatencySettings
-from tidemq.nsq.protocol import NSQError, is_ephemeral
+from tidemq.nsq.protocol import VERSION, NSQError, is_ephemeral
 from tidemq.remoting.batch import build_uniform_batch
 from tidemq.remoting.message import encode_properties
 from tidemq.store import FlushMode, MessageStore, StoreError

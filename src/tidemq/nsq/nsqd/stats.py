@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from tidemq.nsq.nsqd.config import VERSION
 from tidemq.nsq.nsqd.quantile import human_ns, latency_result
+from tidemq.nsq.protocol import VERSION
 
 if TYPE_CHECKING:
     from tidemq.nsq.nsqd.channel import Channel, Topic
