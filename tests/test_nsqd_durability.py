@@ -322,7 +322,7 @@ def test_finished_messages_do_not_pile_up_in_the_deadline_heap(tmp_path: Path) -
                 assert kept is not None
                 channel = nsqd.topics["drain"].channels["ch"]
                 await wait_until(lambda: len(channel.in_flight) == 1, what="every FIN but one handled")
-                assert channel._deadline_ids <= 2 + DEADLINE_SLACK < 3000
+                assert len(channel.deadlines) <= 2 + DEADLINE_SLACK < 3000
                 again = await sub.message(timeout=10)
                 assert (again.body, again.attempts) == (b"m0", 2)
             finally:
