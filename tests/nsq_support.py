@@ -20,8 +20,8 @@ import trustme
 from tests.support import ServerProcess, free_port
 from tidemq.nsq.client import Producer
 from tidemq.nsq.compression import Deflate, Snappy, StreamCompression
-from tidemq.nsq.config import NsqdConfig
-from tidemq.nsq.nsqd import Nsqd
+from tidemq.nsq.nsqd.config import NsqdConfig
+from tidemq.nsq.nsqd.server import Nsqd
 from tidemq.nsq.protocol import (
     MAGIC_V2,
     FrameParser,

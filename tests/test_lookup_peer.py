@@ -13,7 +13,7 @@ import pytest
 
 from tests.nsq_support import LookupdProcess
 from tests.support import free_port, run
-from tidemq.nsq.lookup_peer import LookupdRegistrar
+from tidemq.nsq.nsqd.lookup_peer import LookupdRegistrar
 
 IDENTITY = {
     "version": "1.3.0",
@@ -157,7 +157,7 @@ def test_dead_address_is_retried_with_backoff(
         assert peer.connects == 0 and not peer.connected
         await registrar.close()
 
-    with caplog.at_level(logging.DEBUG, logger="tidemq.nsq.lookup_peer"):
+    with caplog.at_level(logging.DEBUG, logger="tidemq.nsq.nsqd.lookup_peer"):
         run(scenario())
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and dead in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]

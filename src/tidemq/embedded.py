@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
 from tidemq.namesrv import NameServer
-from tidemq.nsq.config import NsqdConfig
 from tidemq.nsq.lookupd import LookupdConfig, Nsqlookupd
-from tidemq.nsq.nsqd import Nsqd
+from tidemq.nsq.nsqd.config import NsqdConfig
+from tidemq.nsq.nsqd.server import Nsqd
 from tidemq.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from tidemq.record import MessageExt
-
 from tidemq.client.consumer.core import ConsumerCore
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pulling import flow_control_reason
+from tidemq.record import MessageExt
 
 
 def _core(count: int = 10, size_mib: int = 1, span: int = 100) -> ConsumerCore:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from tidemq.nsq.client import parse_duration
-from tidemq.nsq.config import NsqdConfig, TLSRequired
+from tidemq.nsq.nsqd.config import NsqdConfig, TLSRequired
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 ANY_HOST = ("", "0.0.0.0", "::")

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+#: The nsqd and nsqlookupd release whose protocols and answers tidemq reproduces.
+VERSION = "1.3.0"
 MAGIC_V2 = b"  V2"
 #: nsqlookupd's TCP protocol, which frames commands the same way.
 MAGIC_V1 = b"  V1"
@@ -289,6 +291,18 @@ class FinRun:
     ids: list[bytes]
 
 
+@dataclass(slots=True)
+class BodyAhead:
+    """A body command's line has been read and its body is next (only with ``announce_bodies``).
+
+    Parsing waits here for the caller, who checks the line: it calls ``refuse()`` on the parser (nsqd
+    closes the connection on any refusal, so parsing ends there) or goes on, and the parser reads the
+    body, bounded by its size limits, and yields the command whole.
+    """
+
+    command: Command
+
+
 #: FIN lines back to back: each exactly ``FIN <16-byte id>\n``, the id without a space, a line end or a
 #: trailing CR (a line with any of those is parsed, and answered, as the command it is). One match takes a
 #: whole run at C speed instead of checking line by line in Python.
@@ -299,7 +313,9 @@ class CommandParser:
     """Server side: the magic, then command lines and their bodies.
 
     Body sizes are checked against the limits before the body is buffered, so an oversized PUB is refused
-    without reading it. An error is yielded in place of the command; a fatal one ends parsing.
+    without reading it. An error is yielded in place of the command; a fatal one ends parsing. The parser
+    calls nothing back: with ``announce_bodies`` it yields a ``BodyAhead`` for each body command's line,
+    so the caller can refuse it before the body is read, as nsqd and nsqlookupd do.
     """
 
     magic = MAGIC_V2
@@ -311,10 +327,10 @@ class CommandParser:
         self,
         max_body_size: int = 5 * 1024 * 1024,
         max_msg_size: int = 1024 * 1024,
-        precheck: Callable[[Command], NSQError | None] | None = None,
+        *,
+        announce_bodies: bool = False,
     ) -> None:
-        #: Validates a body command's line before its body is read, as nsqd does.
-        self.precheck = precheck
+        self.announce_bodies = announce_bodies
         self._buf = bytearray()
         self._magic_seen = False
         self._pos = 0  # where the unparsed bytes start in _buf, while feeding
@@ -324,7 +340,9 @@ class CommandParser:
         self.max_msg_size = max_msg_size
         self.broken = False
 
-    def feed(self, data: bytes | memoryview) -> Iterator[Command | FinRun | NSQError]:
+    def feed(self, data: bytes | memoryview) -> Iterator[Command | FinRun | NSQError | BodyAhead]:
+        """What ``data`` completes, in order. A generator: the caller acts on each item (``refuse()`` a
+        ``BodyAhead``) before the next is parsed."""
         if self.broken:
             return
         buf = self._buf
@@ -353,7 +371,11 @@ class CommandParser:
             del buf[: self._pos]
             self._pos = 0
 
-    def _next(self) -> Command | FinRun | NSQError | None:
+    def refuse(self) -> None:
+        """The caller refused the ``BodyAhead`` just yielded: nothing more is parsed."""
+        self.broken = True
+
+    def _next(self) -> Command | FinRun | NSQError | BodyAhead | None:
         buf, pos = self._buf, self._pos
         if self._pending is not None:
             if self._body_size < 0:
@@ -383,11 +405,8 @@ class CommandParser:
         self._pos = end + 1
         cmd = self._parse_line(line)
         if cmd.name in self.body_commands:
-            problem = self.precheck(cmd) if self.precheck is not None else None
-            if problem is not None:
-                return problem
             self._pending = cmd
-            return self._next()
+            return BodyAhead(cmd) if self.announce_bodies else self._next()
         return cmd
 
     def _line_too_long(self) -> NSQError:

@@ -1,5 +1,9 @@
 """tidemq's NSQ client: an asyncio ``Consumer`` that behaves like go-nsq v1.1, a ``Producer``, and blocking
-facades. It speaks only the wire protocol, so it works against a real nsqd as well as tidemq's."""
+facades. It speaks only the wire protocol, so it works against a real nsqd as well as tidemq's.
+
+Imports only the shared NSQ codec at ``tidemq.nsq`` level (protocol, compression, http); never
+``nsq/nsqd/``, ``nsq/lookupd/`` or ``store/``.
+"""
 
 from tidemq.nsq.client.blocking import BlockingConsumer, BlockingProducer
 from tidemq.nsq.client.config import Config, parse_duration

@@ -11,8 +11,7 @@ import orjson
 
 from tidemq.address import join_host_port
 from tidemq.nsq.client.errors import NSQClientError
-
-ACCEPT_V1 = "application/vnd.nsq; version=1.0"
+from tidemq.nsq.http import ACCEPT_V1
 
 
 class LookupdError(NSQClientError):

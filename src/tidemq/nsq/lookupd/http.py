@@ -17,9 +17,8 @@ from urllib.parse import unquote_plus
 import orjson
 from aiohttp import web
 
-from tidemq.nsq.config import VERSION
-from tidemq.nsq.http_api import V1_HEADERS, ApiError
-from tidemq.nsq.protocol import valid_name
+from tidemq.nsq.http import V1_HEADERS, ApiError
+from tidemq.nsq.protocol import VERSION, valid_name
 
 if TYPE_CHECKING:
     from tidemq.nsq.lookupd.registry import RegistrationDB

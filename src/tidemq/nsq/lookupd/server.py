@@ -11,10 +11,10 @@ from typing import Any
 from aiohttp import web
 
 from tidemq.address import LOCALHOST
-from tidemq.nsq.config import VERSION
 from tidemq.nsq.lookupd.http import make_app
 from tidemq.nsq.lookupd.registry import RegistrationDB
 from tidemq.nsq.lookupd.tcp import LookupConnection
+from tidemq.nsq.protocol import VERSION
 
 log = logging.getLogger(__name__)
 

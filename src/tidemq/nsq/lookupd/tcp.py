@@ -19,7 +19,17 @@ import orjson
 from tidemq.address import join_host_port
 from tidemq.aio import BufferedReceiver
 from tidemq.nsq.lookupd.registry import PeerInfo
-from tidemq.nsq.protocol import MAGIC_V1, MAX_LINE, OK, Command, CommandParser, NSQError, valid_name
+from tidemq.nsq.protocol import (
+    MAGIC_V1,
+    MAX_LINE,
+    OK,
+    BodyAhead,
+    Command,
+    CommandParser,
+    FinRun,
+    NSQError,
+    valid_name,
+)
 
 if TYPE_CHECKING:
     from tidemq.nsq.lookupd.server import Nsqlookupd
@@ -45,29 +55,27 @@ class LookupParser(CommandParser):
     """Bytes in, commands (or the one fatal error that ends the connection) out: nsqd's parser with
     lookupd's magic, its one body command and its limits.
 
-    Once ``identified`` is set, a second IDENTIFY is refused as soon as its line arrives, as nsqlookupd
-    does, instead of waiting for a body the client may never send. The parser is a generator, so the
-    caller can set ``identified`` between commands.
+    With ``announce_bodies`` an IDENTIFY line comes first as a ``BodyAhead``, so the connection can refuse
+    a second IDENTIFY as soon as its line arrives, as nsqlookupd does, instead of waiting for a body the
+    client may never send.
     """
 
     magic = MAGIC_V1
     body_commands = frozenset({b"IDENTIFY"})
     fin_runs = False
 
-    def __init__(self) -> None:
-        super().__init__(precheck=self._identify_once)
-        self.identified = False
+    def __init__(self, *, announce_bodies: bool = False) -> None:
+        super().__init__(announce_bodies=announce_bodies)
 
-    def feed(self, data: bytes | memoryview) -> Iterator[LookupCommand | NSQError]:  # type: ignore[override]
+    def feed(  # type: ignore[override]
+        self, data: bytes | memoryview
+    ) -> Iterator[LookupCommand | NSQError | BodyAhead]:
         for item in super().feed(data):
-            if isinstance(item, NSQError):
-                yield item
-            elif isinstance(item, Command):  # never a FinRun: fin_runs is off
+            if isinstance(item, Command):
                 params = [p.decode(errors="replace") for p in item.params]
                 yield LookupCommand(item.name.decode(errors="replace"), params, item.body)
-
-    def _identify_once(self, cmd: Command) -> NSQError | None:
-        return NSQError("E_INVALID", "cannot IDENTIFY again") if self.identified else None
+            elif not isinstance(item, FinRun):  # never a FinRun: fin_runs is off
+                yield item
 
     def _parse_line(self, line: bytes) -> Command:
         name, *params = line.strip().split(b" ")
@@ -124,7 +132,7 @@ class LookupConnection(BufferedReceiver):
 
     def __init__(self, lookupd: Nsqlookupd) -> None:
         self.lookupd = lookupd
-        self.parser = LookupParser()
+        self.parser = LookupParser(announce_bodies=True)
         self.transport: asyncio.Transport | None = None
         self.remote = ""
         self.peer: PeerInfo | None = None
@@ -141,6 +149,11 @@ class LookupConnection(BufferedReceiver):
             try:
                 if isinstance(item, NSQError):
                     raise item
+                if isinstance(item, BodyAhead):
+                    if self.peer is not None:
+                        self.parser.refuse()
+                        raise NSQError("E_INVALID", "cannot IDENTIFY again")
+                    continue
                 self._write(self._execute(item))
             except NSQError as err:
                 log.info("lookupd: client %s: %s; closing", self.remote, err)
@@ -180,7 +193,6 @@ class LookupConnection(BufferedReceiver):
             return OK
         if cmd.name == "IDENTIFY":
             self.peer = _peer_from_identify(cmd.body or b"", self.remote)
-            self.parser.identified = True
             db.identify(self.peer)
             return orjson.dumps(self.lookupd.identify_reply())
         if cmd.name in ("REGISTER", "UNREGISTER"):

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from tidemq.nsq.config import VERSION
-from tidemq.nsq.quantile import human_ns, latency_result
+from tidemq.nsq.nsqd.quantile import human_ns, latency_result
+from tidemq.nsq.protocol import VERSION
 
 if TYPE_CHECKING:
-    from tidemq.nsq.channel import Channel, Topic
-    from tidemq.nsq.connection import NsqConnection
-    from tidemq.nsq.nsqd import Nsqd
+    from tidemq.nsq.nsqd.channel import Channel, Topic
+    from tidemq.nsq.nsqd.connection import NsqConnection
+    from tidemq.nsq.nsqd.server import Nsqd
 
 NO_LATENCY = {"count": 0, "percentiles": None}
 

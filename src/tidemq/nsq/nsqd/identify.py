@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tidemq.nsq.config import VERSION, NsqdConfig
-from tidemq.nsq.protocol import NSQError
+from tidemq.nsq.nsqd.config import NsqdConfig
+from tidemq.nsq.protocol import VERSION, NSQError
 
 T = TypeVar("T")
 

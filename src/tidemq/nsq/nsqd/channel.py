@@ -10,19 +10,20 @@ after a crash.
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
 import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
-from tidemq.nsq.fin_journal import FinJournal, channel_key
+from tidemq.nsq.nsqd.deadlines import DeadlineHeap
+from tidemq.nsq.nsqd.fin_journal import FinJournal, channel_key
+from tidemq.nsq.nsqd.quantile import E2eLatency, LatencySettings
 from tidemq.nsq.protocol import is_ephemeral
-from tidemq.nsq.quantile import E2eLatency, LatencySettings
-from tidemq.record import property_value, record_bodies
+from tidemq.record import key_prefix, property_value, record_bodies
 from tidemq.store import GetResult, GetStatus, MessageStore
 
 log = logging.getLogger(__name__)
@@ -30,11 +31,11 @@ log = logging.getLogger(__name__)
 STORE_PREFIX = "nsq:"
 PROP_TIMESTAMP = "NSQ_TS"
 PROP_DEFER = "NSQ_DEFER"
-_TIMESTAMP_KEY = PROP_TIMESTAMP.encode() + b"\x01"
-_DEFER_KEY = PROP_DEFER.encode() + b"\x01"
+_TIMESTAMP_KEY = key_prefix(PROP_TIMESTAMP)
+_DEFER_KEY = key_prefix(PROP_DEFER)
 #: Records read from the store at a time (also bounded by the store's bytes per read).
 READ_AHEAD = 256
-#: Leftover in-flight deadlines a channel tolerates beyond twice its live ones before it prunes them.
+#: Leftover in-flight deadlines a channel tolerates beyond twice its live ones before it rebuilds them.
 DEADLINE_SLACK = 1024
 
 
@@ -76,8 +77,11 @@ class Delivery:
     deadline: float
 
 
-#: A message in flight, under its id: (log offset, delivery, nsqd timestamp in ns).
+#: A message in flight, under its id: (offset, delivery, timestamp_ns): its log offset, the write that
+#: delivered it, its nsqd timestamp in ns. A plain tuple, read by unpacking into those names: one is made
+#: per message on the delivery path, where a NamedTuple or slotted instance costs several times as much.
 InFlight = tuple[int, Delivery, int]
+_delivery_of: Callable[[InFlight], Delivery] = itemgetter(1)
 
 
 @dataclass(slots=True)
@@ -119,11 +123,8 @@ class Channel:
         self.read_ahead: deque[_Stored] = deque()
         self.deferred: list[tuple[int, int]] = []  # (due ms, offset)
         self.in_flight: dict[bytes, InFlight] = {}
-        #: (deadline, tiebreak, ids, delivery): the ids whose entry in ``in_flight`` still has that
-        #: delivery time out then; the others were finished, requeued or touched since.
-        self._deadlines: list[tuple[float, int, list[bytes], Delivery]] = []
-        self._deadline_ids = 0  # ids in the heap, live or not
-        self._tiebreak = itertools.count()
+        #: When each message in flight times out: with the delivery it still has in ``in_flight``.
+        self.deadlines = DeadlineHeap(self.in_flight, _delivery_of, DEADLINE_SLACK)
         self.stats = ChannelStats()
         self.deleted = False
         #: Offset ranges [start, end) an ephemeral channel dropped because it was full.
@@ -216,7 +217,7 @@ class Channel:
                 append((timestamp_ns, tries, msg_id, body))
         finally:  # a read that fails part way still sends what is already in flight
             if batch:
-                self._push_deadline(delivery, [msg_id for _, _, msg_id, _ in batch])
+                self.deadlines.push(delivery, [msg_id for _, _, msg_id, _ in batch])
                 client.send_messages(batch)
                 client.in_flight += len(batch)
                 self.stats.message_count += len(batch)
@@ -240,8 +241,8 @@ class Channel:
             item = self._read_one(offset)
             if item is None:
                 self.attempts.pop(offset, None)  # retention removed it
-            elif item[3] > now_ms():  # a deferred publish found again after a restart
-                heapq.heappush(self.deferred, (item[3], offset))
+            elif (due_ms := item[3]) > now_ms():  # a deferred publish found again after a restart
+                heapq.heappush(self.deferred, (due_ms, offset))
             else:
                 return item
         if not self.read_ahead:
@@ -325,7 +326,10 @@ class Channel:
 
     def _owned(self, client: Subscriber, msg_id: bytes, verb: str) -> InFlight | str:
         entry = self.in_flight.get(msg_id)
-        if entry is None or entry[1].client is not client:
+        if entry is None:
+            return _refusal(entry, msg_id, verb)
+        _, delivery, _ = entry
+        if delivery.client is not client:
             return _refusal(entry, msg_id, verb)
         return entry
 
@@ -339,16 +343,18 @@ class Channel:
         done: list[InFlight] = []
         for msg_id in msg_ids:
             entry = in_flight.get(msg_id)
-            if entry is None or entry[1].client is not client:
-                problems.append(_refusal(entry, msg_id, "FIN"))
-                continue
-            del in_flight[msg_id]
-            attempts.pop(entry[0], None)
-            done.append(entry)
+            if entry is not None:
+                offset, delivery, _ = entry
+                if delivery.client is client:
+                    del in_flight[msg_id]
+                    attempts.pop(offset, None)
+                    done.append(entry)
+                    continue
+            problems.append(_refusal(entry, msg_id, "FIN"))
         if not done:
             return 0, problems
         client.in_flight -= len(done)
-        self._prune_deadlines()
+        self.deadlines.prune()
         if self.latency is not None:
             now_ns = time.time_ns()
             self.latency.record([now_ns - timestamp_ns for _, _, timestamp_ns in done])
@@ -361,14 +367,15 @@ class Channel:
         entry = self._owned(client, msg_id, "REQ")
         if isinstance(entry, str):
             return entry
+        offset, _, _ = entry
         del self.in_flight[msg_id]
         client.in_flight -= 1
         self.stats.requeue_count += 1
-        self._prune_deadlines()
+        self.deadlines.prune()
         if delay_ms > 0:
-            heapq.heappush(self.deferred, (now_ms() + delay_ms, entry[0]))
+            heapq.heappush(self.deferred, (now_ms() + delay_ms, offset))
         else:
-            self.requeued.append(entry[0])
+            self.requeued.append(offset)
         return None
 
     def touch(self, client: Subscriber, msg_id: bytes, max_msg_timeout_ms: int) -> str | None:
@@ -381,48 +388,23 @@ class Channel:
         )
         touched = Delivery(client, delivery.delivered_at, deadline)
         self.in_flight[msg_id] = (offset, touched, timestamp_ns)
-        self._push_deadline(touched, [msg_id])
+        self.deadlines.push(touched, [msg_id])
         return None
 
     # --- timers --------------------------------------------------------------------------------------
-
-    def _push_deadline(self, delivery: Delivery, msg_ids: list[bytes]) -> None:
-        heapq.heappush(self._deadlines, (delivery.deadline, next(self._tiebreak), msg_ids, delivery))
-        self._deadline_ids += len(msg_ids)
-
-    def _prune_deadlines(self) -> None:
-        """A finished or requeued message leaves its id in the heap (taking it out of the middle would
-        cost a heap walk); once such leftovers outnumber the live ids, the heap is rebuilt from what is in
-        flight. Left to expire, the deadlines of a fast drain came due together a message timeout later,
-        and one timer scan went through ~15k of them: a 10-15 ms stall for every client."""
-        in_flight = self.in_flight
-        if self._deadline_ids <= 2 * len(in_flight) + DEADLINE_SLACK:
-            return
-        by_delivery: dict[Delivery, list[bytes]] = {}  # a Delivery hashes by identity
-        for msg_id, (_, delivery, _) in in_flight.items():
-            by_delivery.setdefault(delivery, []).append(msg_id)
-        self._deadlines = [(d.deadline, next(self._tiebreak), ids, d) for d, ids in by_delivery.items()]
-        heapq.heapify(self._deadlines)
-        self._deadline_ids = len(in_flight)
 
     def process_timers(self) -> None:
         """Requeue timed-out in-flight messages and release due deferred ones."""
         moved = False
         now = time.monotonic()
-        in_flight, deadlines = self.in_flight, self._deadlines
-        while deadlines and deadlines[0][0] <= now:
-            _, _, msg_ids, delivery = heapq.heappop(deadlines)
-            self._deadline_ids -= len(msg_ids)
-            for msg_id in msg_ids:
-                entry = in_flight.get(msg_id)
-                if entry is None or entry[1] is not delivery:
-                    continue  # finished, requeued or touched since
-                del in_flight[msg_id]
-                if delivery.client in self.clients:
-                    delivery.client.in_flight -= 1
-                self.requeued.append(entry[0])
-                self.stats.timeout_count += 1
-                moved = True
+        in_flight = self.in_flight
+        for msg_id, delivery in self.deadlines.pop_due(now):
+            offset, _, _ = in_flight.pop(msg_id)
+            if delivery.client in self.clients:
+                delivery.client.in_flight -= 1
+            self.requeued.append(offset)
+            self.stats.timeout_count += 1
+            moved = True
         wall = now_ms()
         while self.deferred and self.deferred[0][0] <= wall:
             _, offset = heapq.heappop(self.deferred)
@@ -452,8 +434,7 @@ class Channel:
             if delivery.client in self.clients:
                 delivery.client.in_flight = 0
         self.in_flight.clear()
-        self._deadlines.clear()
-        self._deadline_ids = 0
+        self.deadlines.clear()
         self.attempts.clear()
         self.finished.clear()
 

@@ -1,58 +1,32 @@
 """nsqd's HTTP API (docs/protocols/nsq-http.md) on aiohttp: publishing, topic/channel administration, stats,
 config.
 
-Responses follow nsqd 1.x's "V1" conventions, which clients check: the ``X-NSQ-Content-Type`` header,
-raw text for string results, unwrapped JSON, and errors as ``{"message": "CODE"}``.
+Responses follow nsqd 1.x's "V1" conventions (``tidemq.nsq.http``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
 
 from tidemq.address import is_host_port
-from tidemq.nsq.config import LOG_LEVEL_NUMBERS
+from tidemq.nsq.http import ApiError, error_response, v1_json, v1_text
+from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS
+from tidemq.nsq.nsqd.stats import StatsQuery, nsqd_stats, render_text
 from tidemq.nsq.protocol import NSQError, valid_name
-from tidemq.nsq.stats import StatsQuery, nsqd_stats, render_text
 
 if TYPE_CHECKING:
-    from tidemq.nsq.channel import Channel, Topic
-    from tidemq.nsq.nsqd import Nsqd
+    from tidemq.nsq.nsqd.channel import Channel, Topic
+    from tidemq.nsq.nsqd.server import Nsqd
 
 log = logging.getLogger(__name__)
 
-V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
 NSQD_KEY: web.AppKey[Nsqd] = web.AppKey("nsqd")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def v1_json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=orjson.dumps(data),
-        status=status,
-        content_type="application/json",
-        charset="utf-8",
-        headers=V1_HEADERS,
-    )
-
-
-def v1_text(text: str = "") -> web.Response:
-    return web.Response(text=text, headers=V1_HEADERS)
-
-
-def error_response(status: int, message: str) -> web.Response:
-    return v1_json({"message": message}, status)
 
 
 @web.middleware

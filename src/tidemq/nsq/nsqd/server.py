@@ -19,23 +19,22 @@ from typing import Any
 from aiohttp import web
 
 from tidemq.aio import cancel_and_wait
-from tidemq.nsq.auth import Authenticator
-from tidemq.nsq.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
-from tidemq.nsq.config import LOG_LEVEL_NUMBERS, VERSION, NsqdConfig
-from tidemq.nsq.connection import NsqConnection
-from tidemq.nsq.fin_journal import FinJournal, channel_key, journal_files, replay
-from tidemq.nsq.http_api import make_app
-from tidemq.nsq.lookup_peer import LookupdRegistrar
-from tidemq.nsq.protocol import NSQError, is_ephemeral
-from tidemq.nsq.quantile import LatencySettings
-from tidemq.record import build_uniform_batch, encode_properties
+from tidemq.nsq.nsqd.auth import Authenticator
+from tidemq.nsq.nsqd.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
+from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS, NsqdConfig
+from tidemq.nsq.nsqd.connection import NsqConnection
+from tidemq.nsq.nsqd.fin_journal import FinJournal, channel_key, journal_files, replay
+from tidemq.nsq.nsqd.http_api import make_app
+from tidemq.nsq.nsqd.lookup_peer import LookupdRegistrar
+from tidemq.nsq.nsqd.quantile import LatencySettings
+from tidemq.nsq.protocol import VERSION, NSQError, is_ephemeral
+from tidemq.record import LOOPBACK_HOST, build_uniform_batch, encode_properties
 from tidemq.store import FlushMode, MessageStore, StoreError
 from tidemq.store.documents import JsonSnapshots, read_json
 
 log = logging.getLogger(__name__)
 
 #: The born and store host of nsqd's records (127.0.0.1:0, as RocketMQ lays an IPv4 host out).
-_LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 PERSIST_INTERVAL_S = 1.0
 
 
@@ -262,8 +261,8 @@ class Nsqd:
             queue_id=0,
             properties=encode_properties(props),
             timestamp=now_ms,
-            born_host=_LOCALHOST,
-            store_host=_LOCALHOST,
+            born_host=LOOPBACK_HOST,
+            store_host=LOOPBACK_HOST,
         )
         try:
             result = self.store.put_batch(store_topic, 0, batch)

@@ -12,25 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import ssl
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast
 
 import orjson
 
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
-from tidemq.nsq import identify
-from tidemq.nsq.auth import AuthSession
-from tidemq.nsq.channel import Channel
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
-from tidemq.nsq.config import TLSRequired
+from tidemq.nsq.nsqd import identify
+from tidemq.nsq.nsqd.auth import AuthSession
+from tidemq.nsq.nsqd.channel import Channel
+from tidemq.nsq.nsqd.config import TLSRequired
+from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, unknown_verb, wrong_state
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
     HEARTBEAT,
     OK,
+    BodyAhead,
     Command,
     CommandParser,
     FinRun,
@@ -45,22 +47,16 @@ from tidemq.nsq.protocol import (
 )
 
 if TYPE_CHECKING:
-    from tidemq.nsq.nsqd import Nsqd
+    from tidemq.nsq.nsqd.server import Nsqd
 
 log = logging.getLogger(__name__)
-
-
-class State(enum.IntEnum):
-    INIT = 0
-    SUBSCRIBED = 3
-    CLOSING = 4
 
 
 class NsqConnection(BufferedReceiver):
     def __init__(self, nsqd: Nsqd) -> None:
         cfg = nsqd.config
         self.nsqd = nsqd
-        self.parser = CommandParser(cfg.max_body_size, cfg.max_msg_size, self.precheck)
+        self.parser = CommandParser(cfg.max_body_size, cfg.max_msg_size, announce_bodies=True)
         self.transport: asyncio.Transport | None = None
         self.state = State.INIT
         self.client_id = ""
@@ -122,7 +118,15 @@ class NsqConnection(BufferedReceiver):
                 )
                 self.close()
                 return
-        self._commands.extend(self.parser.feed(chunk))
+        commands, parser = self._commands, self.parser
+        for item in parser.feed(chunk):
+            if isinstance(item, BodyAhead):
+                problem = self._line_problem(item.command)
+                if problem is not None:  # nsqd refuses on the line alone, before reading the body
+                    parser.refuse()
+                    commands.append(problem)
+            else:
+                commands.append(item)
         if self._worker is None or self._worker.done():
             if not self._run_inline():
                 self._worker = asyncio.ensure_future(self._work())
@@ -253,15 +257,20 @@ class NsqConnection(BufferedReceiver):
                 continue
             if not isinstance(item, Command):
                 break
-            handler = _INLINE.get(item.name)
-            if handler is None:
-                if item.name not in _PUBLISHES or self.nsqd.auth_required:
-                    break
-                handler = NsqConnection.publish_inline
+            inline = _INLINE.get(item.name)
+            if inline is None:
+                break
+            verb, handler = inline
+            if verb.publish and self.nsqd.auth_required:
+                break  # the permission check may wait for the auth server
             commands.popleft()
             try:
                 if check_tls:
                     self._check_tls(item)
+                if self.state not in verb.allowed:
+                    if self.state in verb.ignored:
+                        continue
+                    raise wrong_state(item.name)
                 pump |= handler(self, item)
             except NSQError as err:
                 if self._unanswered or self._awaiting_fsync:
@@ -278,7 +287,8 @@ class NsqConnection(BufferedReceiver):
         try:
             if check_tls:
                 self._check_tls(_FIN)
-            self._require_state(_FIN, State.SUBSCRIBED, State.CLOSING)
+            if self.state not in _FIN_VERB.allowed:
+                raise wrong_state(b"FIN")
         except NSQError as err:
             self._answer_error(err)
             return
@@ -344,10 +354,11 @@ class NsqConnection(BufferedReceiver):
             self.send_response(OK)
 
     async def _handle(self, cmd: Command) -> None:
-        handler = _HANDLERS.get(cmd.name)
+        handler = _QUEUED.get(cmd.name)
         if handler is None:
-            raise NSQError("E_INVALID", f"invalid command {cmd.name.decode(errors='replace')}")
+            raise unknown_verb(cmd.name)
         self._check_tls(cmd)
+        self._check_state(cmd)
         await handler(self, cmd)
 
     @property
@@ -358,12 +369,12 @@ class NsqConnection(BufferedReceiver):
         if cmd.name != b"IDENTIFY" and self._tls_missing:
             raise NSQError("E_INVALID", f"cannot {cmd.name.decode()} in current state (TLS required)")
 
-    def _require_state(self, cmd: Command, *states: State) -> None:
-        if self.state not in states:
-            raise NSQError("E_INVALID", f"cannot {cmd.name.decode()} in current state")
+    def _check_state(self, cmd: Command) -> None:
+        """``VERBS``' rule for a known verb that is never ignored (one queued, or a body command's line)."""
+        if self.state not in VERBS[cmd.name].allowed:
+            raise wrong_state(cmd.name)
 
     async def identify(self, cmd: Command) -> None:
-        self._require_state(cmd, State.INIT)
         n = identify.negotiate(cmd.body or b"", self.nsqd.config, self.remote_ip)
         self.client_id, self.hostname, self.user_agent = n.client_id, n.hostname, n.user_agent
         self.msg_timeout_ms, self.sample_rate = n.msg_timeout_ms, n.sample_rate
@@ -418,14 +429,12 @@ class NsqConnection(BufferedReceiver):
         return self.remote_ip, self.tls, self.common_name
 
     async def auth(self, cmd: Command) -> None:
-        self._require_state(cmd, State.INIT)
         if cmd.params:
             raise NSQError("E_INVALID", "AUTH invalid number of parameters")
         reply = await self.auth_session.auth((cmd.body or b"").decode(errors="replace"))
         self.send_response(orjson.dumps(reply))
 
     async def sub(self, cmd: Command) -> None:
-        self._require_state(cmd, State.INIT)
         if self.heartbeat_interval_ms <= 0:
             raise NSQError("E_INVALID", "cannot SUB with heartbeats disabled")
         if len(cmd.params) < 2:
@@ -440,12 +449,10 @@ class NsqConnection(BufferedReceiver):
         self.state = State.SUBSCRIBED
         self.send_response(OK)
 
-    # --- commands that never wait: each returns whether the channel has something to pump --------------
+    # --- commands that never wait, run in a state ``VERBS`` allows: each returns whether the channel has
+    # something to pump
 
     def ready(self, cmd: Command) -> bool:
-        if self.state is State.CLOSING:
-            return False
-        self._require_state(cmd, State.SUBSCRIBED)
         count = parse_int(cmd.params[0], "RDY", "count") if cmd.params else 1
         if count > self.nsqd.config.max_rdy_count:
             raise NSQError("E_INVALID", f"RDY count {count} out of range 0-{self.nsqd.config.max_rdy_count}")
@@ -453,7 +460,6 @@ class NsqConnection(BufferedReceiver):
         return True
 
     def _message_id(self, cmd: Command, verb: str, params: int = 1) -> bytes:
-        self._require_state(cmd, State.SUBSCRIBED, State.CLOSING)
         if len(cmd.params) < params:
             raise NSQError("E_INVALID", f"{verb} insufficient number of params")
         if len(cmd.params[0]) != 16:
@@ -483,7 +489,6 @@ class NsqConnection(BufferedReceiver):
         return False
 
     def cls(self, cmd: Command) -> bool:
-        self._require_state(cmd, State.SUBSCRIBED)
         self.rdy = 0
         self.state = State.CLOSING
         self.send_response(CLOSE_WAIT)
@@ -494,15 +499,15 @@ class NsqConnection(BufferedReceiver):
 
     # --- publishing: nsqd checks the command line before it reads the body -------------------------
 
-    def precheck(self, cmd: Command) -> NSQError | None:
+    def _line_problem(self, cmd: Command) -> NSQError | None:
         """What nsqd rejects on a body command's line alone, before reading (or buffering) the body."""
         try:
             self._check_tls(cmd)
-            if cmd.name in (b"IDENTIFY", b"AUTH"):
-                self._require_state(cmd, State.INIT)
-                if cmd.name == b"AUTH" and cmd.params:
+            self._check_state(cmd)
+            if cmd.name == b"AUTH":
+                if cmd.params:
                     raise NSQError("E_INVALID", "AUTH invalid number of parameters")
-            else:
+            elif cmd.name != b"IDENTIFY":
                 self._check_publish_line(cmd)
         except NSQError as err:
             return err
@@ -524,7 +529,7 @@ class NsqConnection(BufferedReceiver):
                 raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-{limit}")
 
     async def publish(self, cmd: Command) -> None:
-        """PUB, MPUB or DPUB, as ``precheck`` (run by the parser before the body was read) allowed it."""
+        """PUB, MPUB or DPUB, as ``_line_problem`` (before the body was read) allowed it."""
         bodies = self._bodies(cmd)
         await self.auth_session.check(cmd.name.decode(), cmd.params[0].decode(errors="replace"))
         self._store(cmd, bodies)
@@ -552,16 +557,22 @@ class NsqConnection(BufferedReceiver):
             self.send_response(OK)
 
 
-_PUBLISHES = frozenset((b"PUB", b"MPUB", b"DPUB"))
-#: What a FinRun's state checks see (they read only the verb).
+_PUBLISHES = frozenset(name for name, verb in VERBS.items() if verb.publish)
+#: What a FinRun's checks see (they read only the verb).
 _FIN = Command(b"FIN", [])
+_FIN_VERB = VERBS[b"FIN"]
 
 
 def _is_publish(item: Command | FinRun | NSQError) -> bool:
     return isinstance(item, Command) and item.name in _PUBLISHES
 
 
-_INLINE = {
+InlineHandler = Callable[[NsqConnection, Command], bool]
+QueuedHandler = Callable[[NsqConnection, Command], Awaitable[None]]
+_INLINE_HANDLERS: dict[bytes, InlineHandler] = {
+    b"PUB": NsqConnection.publish_inline,
+    b"MPUB": NsqConnection.publish_inline,
+    b"DPUB": NsqConnection.publish_inline,
     b"RDY": NsqConnection.ready,
     b"FIN": NsqConnection.fin,
     b"REQ": NsqConnection.req,
@@ -569,11 +580,19 @@ _INLINE = {
     b"CLS": NsqConnection.cls,
     b"NOP": NsqConnection.nop,
 }
-_HANDLERS = {
+_QUEUED_HANDLERS: dict[bytes, QueuedHandler] = {
     b"IDENTIFY": NsqConnection.identify,
     b"AUTH": NsqConnection.auth,
     b"SUB": NsqConnection.sub,
     b"PUB": NsqConnection.publish,
     b"MPUB": NsqConnection.publish,
     b"DPUB": NsqConnection.publish,
+}
+#: ``VERBS``' inline verbs with their rule and handler (one lookup per command on the hot path).
+_INLINE: dict[bytes, tuple[Verb, InlineHandler]] = {
+    name: (verb, _INLINE_HANDLERS[name]) for name, verb in VERBS.items() if verb.inline
+}
+#: What the worker runs: the queued verbs, and publishes while AUTH is required.
+_QUEUED: dict[bytes, QueuedHandler] = {
+    name: _QUEUED_HANDLERS[name] for name, verb in VERBS.items() if not verb.inline or verb.publish
 }

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from tidemq.address import LOCALHOST
 
-VERSION = "1.3.0"
 #: nsqd's log levels by name, and the numbers its JSON (``GET /config/log_level``) shows for them.
 LOG_LEVEL_NUMBERS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
 
