@@ -1,7 +1,7 @@
 """tidemq: a pure-Python message queue speaking RocketMQ 4.x remoting and NSQ.
 
-The packages, bottom layer first; each may import the ones above it in this list, never those below, and
-each ``__init__`` says what it owns (``tests/test_architecture.py`` checks the rules):
+The packages, bottom layer first; each entry says what the package may import, and each ``__init__``
+says what it owns (``tests/test_architecture.py`` checks the rules):
 
 - ``aio``, ``address``: small asyncio helpers and ``host:port`` parsing; they import nothing of tidemq.
 - ``record/``: the stored message layout (field offsets, flags, properties, message ids, batches) and its
@@ -12,7 +12,8 @@ each ``__init__`` says what it owns (``tests/test_architecture.py`` checks the r
 - ``namesrv/``: the RocketMQ name server (route tables); on ``remoting``.
 - ``broker/``: the RocketMQ broker (request processors, client registry, long polling, locks, delays,
   topic and group metadata); on ``remoting`` and ``store``.
-- ``nsq/``: NSQ: the nsqd server on the store, nsqlookupd (``lookupd/``) and the NSQ client
+- ``nsq/``: NSQ: the shared V2 codec and HTTP conventions, the nsqd server (``nsqd/``, on ``store`` and
+  ``record``, never ``remoting`` or ``broker``), nsqlookupd (``lookupd/``) and the NSQ client
   (``client/``, wire protocol only).
 - ``client/``: RocketMQ producer and consumers; wire protocol only, so never ``broker``, ``store`` or
   ``namesrv``.
