@@ -21,7 +21,7 @@ from tidemq.client import api
 from tidemq.client.allocate import AllocateStrategy
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer.concurrently import ConcurrentConsumeService
-from tidemq.client.consumer.core import ConsumerCore, CoreView
+from tidemq.client.consumer.core import ConsumerCore, CoreView, PullSettings
 from tidemq.client.consumer.orderly import OrderlyConsumeService
 from tidemq.client.consumer.types import (
     ConsumeContext,
@@ -103,18 +103,7 @@ class PushConsumer(CoreView):
             group,
             namesrv_addr,
             config=config,
-            message_model=message_model,
-            consume_from_where=consume_from_where,
-            consume_timestamp=consume_timestamp,
-            allocate=allocate,
-            pull_batch_size=pull_batch_size,
-            pull_threshold_for_queue=pull_threshold_for_queue,
-            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
-            consume_concurrently_max_span=consume_concurrently_max_span,
-            suspend_timeout_ms=suspend_timeout_ms,
-            post_subscription_when_pull=post_subscription_when_pull,
-            offset_store_dir=offset_store_dir,
-            consume_thread_max=consume_thread_max,
+            settings=PullSettings.from_arguments(locals()),
             consume_type="CONSUME_PASSIVELY",
             consume_service=self.consume_service,
             consume_directly=self.consume_directly,
