@@ -306,7 +306,8 @@ class ConsumerCore:
 
 
 class CoreView:
-    """What push and lite pull consumers show of the core they hold (read-only, one definition)."""
+    """What push and lite pull consumers show of the core they hold, and the calls both pass on to it
+    unchanged (one definition)."""
 
     __slots__ = ()
     core: ConsumerCore
@@ -342,3 +343,17 @@ class CoreView:
     @property
     def running(self) -> bool:
         return self.core.running
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe to ``topic`` with a tag expression (``*``, ``TagA`` or ``TagA || TagB``); rebalance
+        shares its queues in the group."""
+        self.core.subscribe(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.core.unsubscribe(topic)
+
+    def pause(self) -> None:
+        self.core.paused = True
+
+    def resume(self) -> None:
+        self.core.paused = False

@@ -122,19 +122,6 @@ class LitePullConsumer(CoreView):
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def pause(self) -> None:
-        self.core.paused = True
-
-    def resume(self) -> None:
-        self.core.paused = False
-
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression; rebalance shares its queues in the group."""
-        self.core.subscribe(topic, expression)
-
-    def unsubscribe(self, topic: str) -> None:
-        self.core.unsubscribe(topic)
-
     # --- what to read ---------------------------------------------------------------------------------
 
     def assign(self, queues: list[MessageQueue]) -> None:

@@ -124,13 +124,6 @@ class PushConsumer(CoreView):
 
     # --- configuration ------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression: ``*``, ``TagA`` or ``TagA || TagB``."""
-        self.core.subscribe(topic, expression)
-
-    def unsubscribe(self, topic: str) -> None:
-        self.core.unsubscribe(topic)
-
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         """``listener(msgs, context)`` returns a ConsumeStatus (or raises); it may be a coroutine function."""
         if self.core.running:
@@ -189,12 +182,6 @@ class PushConsumer(CoreView):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
-
-    def pause(self) -> None:
-        self.core.paused = True
-
-    def resume(self) -> None:
-        self.core.paused = False
 
     # --- consumption helpers used by the services -----------------------------------------------------
 
