@@ -45,6 +45,17 @@ class TaskSet:
         return len(self._tasks)
 
 
+async def wait_or_timeout(event: asyncio.Event, timeout_s: float | None) -> None:
+    """Wait until ``event`` is set or ``timeout_s`` seconds have passed, whichever comes first (None: no
+    time limit): the wake-up of a background loop that works when asked and on a timer."""
+    if timeout_s is None:
+        await event.wait()
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+
+
 #: Bytes one read may take: asyncio's own limit for a plain protocol's ``recv``.
 RECEIVE_BUFFER_BYTES = 256 * 1024
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -12,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from tidemq.aio import cancel_and_wait
+from tidemq.aio import cancel_and_wait, wait_or_timeout
 from tidemq.broker.clients import ClientManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.locks import RebalanceLockManager
@@ -271,9 +270,7 @@ class Broker:
         while True:
             await self.register_all()
             self._register_now.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.config.register_interval_s):
-                    await self._register_now.wait()
+            await wait_or_timeout(self._register_now, self.config.register_interval_s)
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:

@@ -8,12 +8,11 @@ delivery resumes where it stopped after a restart.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
 
-from tidemq.aio import cancel_and_wait
+from tidemq.aio import cancel_and_wait, wait_or_timeout
 from tidemq.record import Prop, decode_record
 from tidemq.remoting.names import SCHEDULE_TOPIC
 from tidemq.store import StoreError
@@ -60,9 +59,7 @@ class ScheduleService:
             entry = cq.entry(offset) if cq is not None else None
             if entry is None:
                 wakeup.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(1.0):
-                        await wakeup.wait()
+                await wait_or_timeout(wakeup, 1.0)
                 continue
             phys, _size, deliver_at = entry
             wait_ms = deliver_at - int(time.time() * 1000)

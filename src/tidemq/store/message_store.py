@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import enum
 import errno
 import fcntl
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tidemq.aio import cancel_and_wait
+from tidemq.aio import cancel_and_wait, wait_or_timeout
 from tidemq.record import Prop, StoredBatch, decode_record, tag_hash
 from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
 from tidemq.store.commitlog import CommitLog
@@ -304,15 +303,10 @@ class MessageStore:
         await fut
 
     async def _flush_commitlog_loop(self) -> None:
-        interval = self.config.flush_interval_ms / 1000
         sync_mode = self.config.flush_mode is FlushMode.SYNC
+        interval = None if sync_mode else self.config.flush_interval_ms / 1000
         while True:
-            if sync_mode:
-                await self._flush_wakeup.wait()
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(interval):
-                        await self._flush_wakeup.wait()
+            await wait_or_timeout(self._flush_wakeup, interval)
             self._flush_wakeup.clear()
             await self.flush_commitlog()
 

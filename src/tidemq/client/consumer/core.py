@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +49,38 @@ class ConsumeService(Protocol):
 ConsumeDirectly = Callable[[MessageExt], Awaitable[dict[str, Any]]]
 
 
+@dataclass(frozen=True, slots=True)
+class PullSettings:
+    """The settings a push and a lite pull consumer both take, as the user gave them, for the core.
+
+    Both public constructors keep their own explicit keyword signatures (their defaults differ:
+    ``pull_batch_size``, ``suspend_timeout_ms``); ``from_arguments`` picks these settings out of a
+    constructor's arguments, so the list is written once, here.
+    """
+
+    message_model: MessageModel
+    consume_from_where: ConsumeFromWhere
+    consume_timestamp: str | None
+    allocate: AllocateStrategy | None
+    pull_batch_size: int
+    pull_threshold_for_queue: int
+    pull_threshold_size_for_queue_mib: int
+    consume_concurrently_max_span: int
+    suspend_timeout_ms: int
+    post_subscription_when_pull: bool
+    offset_store_dir: Path | None
+    consume_thread_max: int
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any]) -> PullSettings:
+        """The settings named in a constructor's ``locals()``: one of them renamed or missing there
+        fails here, at construction, with a KeyError naming it."""
+        return cls(**{name: arguments[name] for name in _PULL_SETTING_NAMES})
+
+
+_PULL_SETTING_NAMES = tuple(f.name for f in fields(PullSettings))
+
+
 class ConsumerCore:
     """One consumer group's registration, offset store, rebalance and pull loops."""
 
@@ -57,40 +90,29 @@ class ConsumerCore:
         namesrv_addr: str,
         *,
         config: ClientConfig | None,
-        message_model: MessageModel,
-        consume_from_where: ConsumeFromWhere,
-        consume_timestamp: str | None,
-        allocate: AllocateStrategy | None,
-        pull_batch_size: int,
-        pull_threshold_for_queue: int,
-        pull_threshold_size_for_queue_mib: int,
-        consume_concurrently_max_span: int,
-        suspend_timeout_ms: int,
-        post_subscription_when_pull: bool,
-        offset_store_dir: Path | None,
-        consume_thread_max: int,
+        settings: PullSettings,
         consume_type: str,
         consume_service: ConsumeService,
         consume_directly: ConsumeDirectly,
     ) -> None:
         base = config or ClientConfig(namesrv_addr=namesrv_addr)
-        self.config = base.with_unique_instance() if message_model is MessageModel.CLUSTERING else base
+        self.message_model = settings.message_model
+        self.config = base.with_unique_instance() if self.message_model is MessageModel.CLUSTERING else base
         self.group = wrap_namespace(self.config.namespace, group)
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
-        self.consume_timestamp = consume_timestamp or datetime.fromtimestamp(time.time() - 1800).strftime(
-            "%Y%m%d%H%M%S"
-        )
-        self.allocate: AllocateStrategy = allocate or Averagely()
-        self.pull_batch_size = pull_batch_size
-        self.pull_threshold_for_queue = pull_threshold_for_queue
-        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
-        self.consume_concurrently_max_span = consume_concurrently_max_span
-        self.suspend_timeout_ms = suspend_timeout_ms
-        self.post_subscription_when_pull = post_subscription_when_pull
-        self.offset_store_dir = offset_store_dir or DEFAULT_OFFSET_DIR
+        self.consume_from_where = settings.consume_from_where
+        self.consume_timestamp = settings.consume_timestamp or datetime.fromtimestamp(
+            time.time() - 1800
+        ).strftime("%Y%m%d%H%M%S")
+        self.allocate: AllocateStrategy = settings.allocate or Averagely()
+        self.pull_batch_size = settings.pull_batch_size
+        self.pull_threshold_for_queue = settings.pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = settings.pull_threshold_size_for_queue_mib * 1024 * 1024
+        self.consume_concurrently_max_span = settings.consume_concurrently_max_span
+        self.suspend_timeout_ms = settings.suspend_timeout_ms
+        self.post_subscription_when_pull = settings.post_subscription_when_pull
+        self.offset_store_dir = settings.offset_store_dir or DEFAULT_OFFSET_DIR
         #: Reported in GET_CONSUMER_RUNNING_INFO as the consume pool's size.
-        self.consume_thread_max = consume_thread_max
+        self.consume_thread_max = settings.consume_thread_max
         #: CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (lite pull), as sent in heartbeats.
         self.consume_type = consume_type
         self.consume_service = consume_service
@@ -284,7 +306,8 @@ class ConsumerCore:
 
 
 class CoreView:
-    """What push and lite pull consumers show of the core they hold (read-only, one definition)."""
+    """What push and lite pull consumers show of the core they hold, and the calls both pass on to it
+    unchanged (one definition)."""
 
     __slots__ = ()
     core: ConsumerCore
@@ -320,3 +343,17 @@ class CoreView:
     @property
     def running(self) -> bool:
         return self.core.running
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe to ``topic`` with a tag expression (``*``, ``TagA`` or ``TagA || TagB``); rebalance
+        shares its queues in the group."""
+        self.core.subscribe(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.core.unsubscribe(topic)
+
+    def pause(self) -> None:
+        self.core.paused = True
+
+    def resume(self) -> None:
+        self.core.paused = False

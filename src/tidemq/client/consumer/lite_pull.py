@@ -18,7 +18,7 @@ from tidemq.aio import TaskSet
 from tidemq.client import api
 from tidemq.client.allocate import AllocateStrategy
 from tidemq.client.config import ClientConfig, wrap_namespace
-from tidemq.client.consumer.core import ConsumerCore, CoreView
+from tidemq.client.consumer.core import ConsumerCore, CoreView, PullSettings
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.types import ConsumeFromWhere, MessageModel
 from tidemq.client.instance import MQClientError
@@ -86,18 +86,7 @@ class LitePullConsumer(CoreView):
             group,
             namesrv_addr,
             config=config,
-            message_model=message_model,
-            consume_from_where=consume_from_where,
-            consume_timestamp=consume_timestamp,
-            allocate=allocate,
-            pull_batch_size=pull_batch_size,
-            pull_threshold_for_queue=pull_threshold_for_queue,
-            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
-            consume_concurrently_max_span=consume_concurrently_max_span,
-            suspend_timeout_ms=suspend_timeout_ms,
-            post_subscription_when_pull=post_subscription_when_pull,
-            offset_store_dir=offset_store_dir,
-            consume_thread_max=consume_thread_max,
+            settings=PullSettings.from_arguments(locals()),
             consume_type="CONSUME_ACTIVELY",
             consume_service=self._buffer,
             consume_directly=self.consume_directly,
@@ -132,19 +121,6 @@ class LitePullConsumer(CoreView):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
-
-    def pause(self) -> None:
-        self.core.paused = True
-
-    def resume(self) -> None:
-        self.core.paused = False
-
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression; rebalance shares its queues in the group."""
-        self.core.subscribe(topic, expression)
-
-    def unsubscribe(self, topic: str) -> None:
-        self.core.unsubscribe(topic)
 
     # --- what to read ---------------------------------------------------------------------------------
 

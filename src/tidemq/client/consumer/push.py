@@ -21,7 +21,7 @@ from tidemq.client import api
 from tidemq.client.allocate import AllocateStrategy
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer.concurrently import ConcurrentConsumeService
-from tidemq.client.consumer.core import ConsumerCore, CoreView
+from tidemq.client.consumer.core import ConsumerCore, CoreView, PullSettings
 from tidemq.client.consumer.orderly import OrderlyConsumeService
 from tidemq.client.consumer.types import (
     ConsumeContext,
@@ -103,18 +103,7 @@ class PushConsumer(CoreView):
             group,
             namesrv_addr,
             config=config,
-            message_model=message_model,
-            consume_from_where=consume_from_where,
-            consume_timestamp=consume_timestamp,
-            allocate=allocate,
-            pull_batch_size=pull_batch_size,
-            pull_threshold_for_queue=pull_threshold_for_queue,
-            pull_threshold_size_for_queue_mib=pull_threshold_size_for_queue_mib,
-            consume_concurrently_max_span=consume_concurrently_max_span,
-            suspend_timeout_ms=suspend_timeout_ms,
-            post_subscription_when_pull=post_subscription_when_pull,
-            offset_store_dir=offset_store_dir,
-            consume_thread_max=consume_thread_max,
+            settings=PullSettings.from_arguments(locals()),
             consume_type="CONSUME_PASSIVELY",
             consume_service=self.consume_service,
             consume_directly=self.consume_directly,
@@ -134,13 +123,6 @@ class PushConsumer(CoreView):
         return self.core.paused
 
     # --- configuration ------------------------------------------------------------------------------
-
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression: ``*``, ``TagA`` or ``TagA || TagB``."""
-        self.core.subscribe(topic, expression)
-
-    def unsubscribe(self, topic: str) -> None:
-        self.core.unsubscribe(topic)
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         """``listener(msgs, context)`` returns a ConsumeStatus (or raises); it may be a coroutine function."""
@@ -200,12 +182,6 @@ class PushConsumer(CoreView):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
-
-    def pause(self) -> None:
-        self.core.paused = True
-
-    def resume(self) -> None:
-        self.core.paused = False
 
     # --- consumption helpers used by the services -----------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from tidemq.address import split_host_port
-from tidemq.aio import TaskSet, cancel_and_wait
+from tidemq.aio import TaskSet, cancel_and_wait, wait_or_timeout
 from tidemq.nsq.client import lookup
 from tidemq.nsq.client.config import Config, requeue_delay
 from tidemq.nsq.client.conn import NsqdConn
@@ -517,9 +517,7 @@ class Consumer:
         interval = self.config.lookupd_poll_interval
         await asyncio.sleep(self._rng.random() * self.config.lookupd_poll_jitter * interval)
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await self._recheck.wait()
+            await wait_or_timeout(self._recheck, interval)
             self._recheck.clear()
             try:
                 await self._query_lookupd()

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from tidemq.aio import wait_or_timeout
+
 log = logging.getLogger(__name__)
 
 #: Record header: body length, CRC-32 of the body. The body: channel id (8 bytes), then the offsets.
@@ -116,12 +118,7 @@ class FinJournal:
         loop = asyncio.get_running_loop()
         next_fsync = loop.time() + self.fsync_interval_s
         while not self._stopping:
-            if self.sync:
-                await self._wakeup.wait()
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(ASYNC_WRITE_INTERVAL_S):
-                        await self._wakeup.wait()
+            await wait_or_timeout(self._wakeup, None if self.sync else ASYNC_WRITE_INTERVAL_S)
             self._wakeup.clear()
             fsync = self.sync or self._stopping or loop.time() >= next_fsync
             if not await self.flush(fsync=fsync):
