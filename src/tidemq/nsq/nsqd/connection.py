@@ -92,6 +92,7 @@ class NsqConnection(BufferedReceiver):
         self._commands: deque[Command | FinRun | NSQError] = deque()
         #: Sync flush: (log end, error code) of publishes stored but not yet answered.
         self._unanswered: list[tuple[int, str]] = []
+        #: AWAITING_FSYNC while the worker waits for the fsync that answers the publishes it took.
         self._writer = Writer.WRITING
         self._worker: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
