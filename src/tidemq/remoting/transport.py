@@ -72,7 +72,11 @@ class RequestDispatcher:
 
 
 class RemotingConnection(BufferedReceiver):
-    """One remoting connection; see the module docstring."""
+    """One remoting connection; see the module docstring.
+
+    It keeps no lifecycle flags of its own: it is open until its asyncio transport is closing
+    (``is_closed``), and ``closed`` resolves once the socket is gone.
+    """
 
     def __init__(
         self,

@@ -26,6 +26,7 @@ from typing import Protocol, cast
 from tidemq.address import split_host_port
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
 from tidemq.nsq.client.config import Config
+from tidemq.nsq.client.conn_state import ConnEvent, ConnState, advance, notifies
 from tidemq.nsq.client.errors import AuthError, NotConnectedError, NSQClientError, ProtocolError
 from tidemq.nsq.client.message import Message as ClientMessage
 from tidemq.nsq.client.message import MessageDelegate
@@ -52,6 +53,7 @@ _MESSAGE_OVERHEAD = 4 + 26
 _NOP = encode_command("NOP")
 _SIZE = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")
+_LIVE, _CLOSED, _TORN_DOWN = ConnState.LIVE, ConnState.CLOSED, ConnState.TORN_DOWN
 
 
 class ConnDelegate(Protocol):
@@ -78,6 +80,9 @@ class NsqdConn(BufferedReceiver):
     With ``consumer`` set, each read's message frames reach ``consumer.on_messages`` as client messages.
     Any other message frame (a producer's, or one decoded during bootstrap) reaches ``delegate.on_message``
     as a decoded frame.
+
+    Its life (connecting, bootstrapped, live, closed, torn down) is a ``ConnState``, moved only by
+    ``_move`` along ``conn_state.TRANSITIONS``.
     """
 
     def __init__(
@@ -116,19 +121,26 @@ class NsqdConn(BufferedReceiver):
         self._drainers: list[asyncio.Future[None]] = []
         self._last_read = 0.0
         self._watchdog: asyncio.TimerHandle | None = None
-        self._bootstrapped = False
-        #: Reads go straight to the delegates (set one loop pass after bootstrap, as the caller resumes).
-        self._live = False
+        #: Where the connection is in its life (conn_state.py); it moves only through ``_move``.
+        self._state = ConnState.CONNECTING
+        #: asyncio reported the socket gone; what that means depends on the state (conn_state.py).
         self._lost = False
-        self._closed = False
-        self._close_notified = False
 
     def __repr__(self) -> str:
         return f"NsqdConn({self.addr}, rdy={self.rdy}, in_flight={self.in_flight})"
 
     @property
+    def state(self) -> ConnState:
+        return self._state
+
+    @property
     def is_closed(self) -> bool:
-        return self._closed
+        """Closed or torn down (``conn_state.ENDED``): nothing more is sent or delivered."""
+        state = self._state
+        return state is not _LIVE and (state is _CLOSED or state is _TORN_DOWN)
+
+    def _move(self, event: ConnEvent) -> None:
+        self._state = advance(self._state, event)
 
     # --- bootstrap ------------------------------------------------------------------------------------
 
@@ -145,16 +157,16 @@ class NsqdConn(BufferedReceiver):
                 self.config.dial_timeout,
             )
         except (OSError, TimeoutError) as exc:
-            self._closed = True
+            self._move(ConnEvent.CONNECT_FAILED)
             raise NotConnectedError(f"dial {self.addr}: {exc or 'timed out'}") from exc
         try:
-            if self._closed:
+            if self.is_closed:
                 raise EOFError("closed while dialing")
             resp = await self._bootstrap(host)
-            if self._closed:
+            if self.is_closed:
                 raise EOFError("closed during bootstrap")
         except BaseException as exc:
-            self._closed = True
+            self._move(ConnEvent.CONNECT_FAILED)
             if self._transport is not None:
                 self._transport.close()
             if isinstance(exc, OSError | EOFError | TimeoutError):
@@ -162,7 +174,7 @@ class NsqdConn(BufferedReceiver):
             if isinstance(exc, CompressionError):
                 raise NSQClientError(f"{self.addr}: compressed stream broken: {exc}") from exc
             raise
-        self._bootstrapped = True
+        self._move(ConnEvent.BOOTSTRAP_DONE)
         self._output.held = False
         self._output.flush()
         self._last_read = self._loop.time()
@@ -227,7 +239,7 @@ class NsqdConn(BufferedReceiver):
                 frame = self._take_frame()
                 if frame is not None:
                     return frame
-                if self._lost or self._closed:
+                if self._lost or self.is_closed:
                     raise EOFError("connection closed")
                 self._waiter = self._loop.create_future()
                 try:
@@ -279,11 +291,10 @@ class NsqdConn(BufferedReceiver):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's does not subclass it
 
     def data_received(self, data: memoryview) -> None:
-        if self._closed:
-            return
-        if not self._live:
-            self._raw += data
-            self._wake()
+        if self._state is not _LIVE:
+            if not self.is_closed:  # the handshake, or the pass that goes live, takes it
+                self._raw += data
+                self._wake()
             return
         self._last_read = self._loop.time()
         try:
@@ -295,7 +306,7 @@ class NsqdConn(BufferedReceiver):
         self._lost = True
         self._wake()
         self._wake_drainers()
-        if self._live and not self._closed:
+        if self._state is _LIVE:
             self._drop(exc)
 
     def pause_writing(self) -> None:
@@ -309,20 +320,20 @@ class NsqdConn(BufferedReceiver):
 
     def _go_live(self) -> None:
         """Bootstrap is over: deliver what arrived behind it, then every read as it comes."""
-        if self._closed:
+        if self._state is not ConnState.BOOTSTRAPPED:  # closed meanwhile
             return
-        self._live = True
+        self._move(ConnEvent.GO_LIVE)
         try:
-            while self._frames and not self._closed:
+            while self._frames and self._state is _LIVE:
                 self._dispatch(*self._frames.popleft())
-            if self._raw and not self._closed:
+            if self._raw and self._state is _LIVE:
                 raw = bytes(self._raw)
                 self._raw.clear()
                 self._receive(raw)
         except Exception as exc:
             self._drop(exc)
             return
-        if self._lost and not self._closed:
+        if self._lost and self._state is _LIVE:
             self._drop(None)
 
     def _receive(self, data: bytes | memoryview) -> None:
@@ -333,14 +344,14 @@ class NsqdConn(BufferedReceiver):
             self._take_messages(data, consumer)
             return
         for ftype, payload in self._parser.feed(data):
-            if self._closed:  # a delegate closed it: the rest is moot
+            if self._state is not _LIVE:  # a delegate closed it: the rest is moot
                 break
             self._dispatch(ftype, payload)
 
     def _check_read(self) -> None:
         """The ``read_timeout`` watchdog: one timer per timeout period, not one per read."""
         self._watchdog = None
-        if self._closed:
+        if self.is_closed:
             return
         timeout = self.config.read_timeout
         deadline = self._last_read + timeout
@@ -360,14 +371,14 @@ class NsqdConn(BufferedReceiver):
         done = 0
         for before, ftype, data in others:
             if before > done:
-                if self._closed:
+                if self._state is not _LIVE:
                     return
                 self._deliver(messages[done:before], consumer)
                 done = before
-            if self._closed:
+            if self._state is not _LIVE:
                 return
             self._dispatch(ftype, data)
-        if done < len(messages) and not self._closed:
+        if done < len(messages) and self._state is _LIVE:
             self._deliver(messages[done:], consumer)
 
     def _deliver(self, messages: list[ClientMessage], consumer: ConsumerDelegate) -> None:
@@ -395,7 +406,7 @@ class NsqdConn(BufferedReceiver):
 
     def send(self, data: bytes) -> None:
         """Queue a command; everything queued in this loop iteration goes out in one write."""
-        if self._closed:
+        if self._state is not _LIVE and self.is_closed:
             raise NotConnectedError(f"{self.addr}: connection closed")
         if self._fins:
             self._queue_fins()
@@ -403,7 +414,7 @@ class NsqdConn(BufferedReceiver):
 
     def send_fin(self, msg_id: bytes) -> None:
         """Queue ``FIN msg_id``, in order with :meth:`send`; a burst of FINs is built as one block."""
-        if self._closed:
+        if self._state is not _LIVE and self.is_closed:
             raise NotConnectedError(f"{self.addr}: connection closed")
         fins = self._fins
         if not fins:
@@ -416,12 +427,12 @@ class NsqdConn(BufferedReceiver):
         fins.clear()
 
     def _flush_fins(self) -> None:
-        if self._fins and not self._closed:
+        if self._fins and not self.is_closed:
             self._queue_fins()
             self._output.flush()
 
     def _send_quietly(self, data: bytes) -> None:
-        if not self._closed:
+        if not self.is_closed:
             self.send(data)
 
     def _write_now(self, data: Bytes) -> None:
@@ -442,11 +453,11 @@ class NsqdConn(BufferedReceiver):
         """Wait (up to ``write_timeout``) for the socket to take queued data; on timeout the conn closes."""
         self._flush_fins()
         self._output.flush()
-        if self._transport is None or self._closed or not self._paused:
+        if self._transport is None or self.is_closed or not self._paused:
             return
         try:
             async with asyncio.timeout(self.config.write_timeout):
-                while self._paused and not self._closed and not self._lost:
+                while self._paused and not self.is_closed and not self._lost:
                     waiter = self._loop.create_future()
                     self._drainers.append(waiter)
                     await waiter
@@ -466,24 +477,24 @@ class NsqdConn(BufferedReceiver):
     # --- closing --------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush what is queued, close, and tell the delegate (once, on the next loop pass)."""
-        if self._closed:
+        """Flush what is queued, close, and tell the delegate (once, on the next loop pass; never while
+        connecting: ``connect()`` raises instead)."""
+        if self.is_closed:
             return
         self._flush_fins()
         self._output.flush()
-        self._closed = True
+        self._move(ConnEvent.CLOSE)
         self._stop_watchdog()
         if self._transport is not None:
             self._transport.close()
         self._wake()
         self._wake_drainers()
-        if self._bootstrapped:
+        if self._state is ConnState.CLOSED:
             self._loop.call_soon(self._teardown)
-        else:
-            self._close_notified = True  # never established: connect() raises instead
 
     def _teardown(self) -> None:
-        self._closed = True
+        notify = notifies(self._state, ConnEvent.TEARDOWN)
+        self._move(ConnEvent.TEARDOWN)
         self._stop_watchdog()
         self._wake_drainers()
         transport = self._transport
@@ -491,8 +502,7 @@ class NsqdConn(BufferedReceiver):
             self._output.clear()
             self._fins.clear()
             transport.close()
-        if not self._close_notified:
-            self._close_notified = True
+        if notify:
             self.delegate.on_close(self)
 
     def _drop(self, exc: BaseException | None) -> None:

@@ -6,6 +6,10 @@ connection after it: output from then on is held until the FIN journal's fsync c
 serves every connection's FINs, like the commit log's for publishes). So a consumer that has seen any
 frame written after its FIN (a message the freed RDY let through, the answer to a later command, a
 heartbeat) knows a crash cannot bring that message back.
+
+A connection has two states: the protocol ``State`` (verbs.py: which verbs it may send; /stats shows
+it) and its ``Lifecycle`` (lifecycle.py: open, closing once held output is written, closed), which moves
+only through ``_move``. The worker's wait for an fsync is the ``Writer`` state.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tidemq.nsq.nsqd import identify
 from tidemq.nsq.nsqd.auth import AuthSession
 from tidemq.nsq.nsqd.channel import Channel
 from tidemq.nsq.nsqd.config import TLSRequired
+from tidemq.nsq.nsqd.lifecycle import Event, Lifecycle, Writer, advance
 from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, unknown_verb, wrong_state
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
@@ -51,6 +56,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_OPEN = Lifecycle.OPEN
+_AWAITING_FSYNC = Writer.AWAITING_FSYNC
+
 
 class NsqConnection(BufferedReceiver):
     def __init__(self, nsqd: Nsqd) -> None:
@@ -58,7 +66,12 @@ class NsqConnection(BufferedReceiver):
         self.nsqd = nsqd
         self.parser = CommandParser(cfg.max_body_size, cfg.max_msg_size, announce_bodies=True)
         self.transport: asyncio.Transport | None = None
+        #: The protocol state: which verbs the client may send (``VERBS``).
         self.state = State.INIT
+        #: Whether it still reads commands and takes messages (lifecycle.py); moved only by ``_move``.
+        self.lifecycle = Lifecycle.OPEN
+        #: What the last IDENTIFY negotiated; None until the first one.
+        self.negotiated: identify.Negotiated | None = None
         self.client_id = ""
         self.hostname = ""
         self.user_agent = ""
@@ -79,7 +92,8 @@ class NsqConnection(BufferedReceiver):
         self._commands: deque[Command | FinRun | NSQError] = deque()
         #: Sync flush: (log end, error code) of publishes stored but not yet answered.
         self._unanswered: list[tuple[int, str]] = []
-        self._awaiting_fsync = False  # the worker waits only for an fsync that will answer publishes
+        #: AWAITING_FSYNC while the worker waits for the fsync that answers the publishes it took.
+        self._writer = Writer.WRITING
         self._worker: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         #: nsqd's output buffer with a timeout of one loop pass (held during a TLS upgrade).
@@ -89,9 +103,6 @@ class NsqConnection(BufferedReceiver):
         self._fin_gate = 0
         #: Output written after a FIN that was not durable yet: (journal position it waits for, data).
         self._held: list[tuple[int, Bytes]] = []
-        self._close_when_released = False
-        self._identified = False
-        self._closed = False
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------------------
 
@@ -130,11 +141,11 @@ class NsqConnection(BufferedReceiver):
         if self._worker is None or self._worker.done():
             if not self._run_inline():
                 self._worker = asyncio.ensure_future(self._work())
-        elif self._awaiting_fsync:
+        elif self._writer is _AWAITING_FSYNC:
             self._run_inline()  # publishes that came meanwhile are stored now; the next fsync covers them
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
+        self._move(Event.LOST)
         self.nsqd.connections.discard(self)
         self.nsqd.journal.waiters.discard(self)
         self._held.clear()
@@ -151,7 +162,7 @@ class NsqConnection(BufferedReceiver):
 
     @property
     def receiving(self) -> bool:
-        return self.state is State.SUBSCRIBED and not self._closed
+        return self.state is State.SUBSCRIBED and self.lifecycle is _OPEN
 
     def _send(self, data: Bytes) -> None:
         """The output buffer's sink: held while a FIN before it is not durable, else written."""
@@ -176,8 +187,10 @@ class NsqConnection(BufferedReceiver):
         if held or self._fin_gate > durable:
             return False
         self._fin_gate = 0
-        if self._close_when_released and self.transport is not None:
-            self.transport.close()
+        if self.lifecycle is Lifecycle.CLOSE_PENDING:
+            self._move(Event.RELEASED)
+            if self.transport is not None:
+                self.transport.close()
         return True
 
     def _write(self, data: Bytes) -> None:
@@ -209,12 +222,14 @@ class NsqConnection(BufferedReceiver):
     def close(self) -> None:
         """Close after what is queued has been written (a fatal error frame must reach the client); from
         here on nothing more is read from it or delivered to it."""
-        self._closed = True
         self._output.flush()
-        if self._held:  # the last frames wait for a FIN to be durable; the close comes after them
-            self._close_when_released = True
-        elif self.transport is not None:
+        # the last frames may wait for a FIN to be durable; the socket closes after them
+        self._move(Event.CLOSE_HELD if self._held else Event.CLOSE)
+        if self.lifecycle is Lifecycle.CLOSED and self.transport is not None:
             self.transport.close()
+
+    def _move(self, event: Event) -> None:
+        self.lifecycle = advance(self.lifecycle, event)
 
     async def _heartbeats(self) -> None:
         """Heartbeat every interval; two missed beats (no bytes in 2 intervals) end the connection."""
@@ -246,9 +261,9 @@ class NsqConnection(BufferedReceiver):
         commands = self._commands
         pump = False
         check_tls = self._tls_missing
-        while commands and not self._closed:
+        while commands and self.lifecycle is _OPEN:
             item = commands[0]
-            if (self._unanswered or self._awaiting_fsync) and not _is_publish(item):
+            if (self._unanswered or self._writer is _AWAITING_FSYNC) and not _is_publish(item):
                 break  # answers are waiting for an fsync: only publishes run ahead of them
             if isinstance(item, FinRun):
                 commands.popleft()
@@ -273,13 +288,13 @@ class NsqConnection(BufferedReceiver):
                     raise wrong_state(item.name)
                 pump |= handler(self, item)
             except NSQError as err:
-                if self._unanswered or self._awaiting_fsync:
+                if self._unanswered or self._writer is _AWAITING_FSYNC:
                     commands.appendleft(err)  # answered in its turn, after the publishes before it
                     break
                 self._answer_error(err)
         if pump and self.channel is not None:
             self.channel.pump()
-        return self._closed or not (commands or self._unanswered)
+        return self.lifecycle is not _OPEN or not (commands or self._unanswered)
 
     def _fin_run(self, msg_ids: list[bytes], check_tls: bool) -> None:
         """FIN lines back to back: the connection's state is checked once for the run (a refusal is fatal,
@@ -310,7 +325,7 @@ class NsqConnection(BufferedReceiver):
         """What ``_run_inline`` leaves, in order: the answers that wait for an fsync (one fsync answers
         every publish stored before it), and commands that may wait, or errors."""
         commands = self._commands
-        while not self._closed:
+        while self.lifecycle is _OPEN:
             try:
                 if self._run_inline():
                     return
@@ -345,11 +360,11 @@ class NsqConnection(BufferedReceiver):
             return
         unanswered, self._unanswered = self._unanswered, []
         end_offset, error_code = max(unanswered)
-        self._awaiting_fsync = True
+        self._writer = Writer.AWAITING_FSYNC
         try:
             await self.nsqd.wait_durable(end_offset, error_code)
         finally:
-            self._awaiting_fsync = False
+            self._writer = Writer.WRITING
         for _ in unanswered:
             self.send_response(OK)
 
@@ -378,12 +393,12 @@ class NsqConnection(BufferedReceiver):
         n = identify.negotiate(cmd.body or b"", self.nsqd.config, self.remote_ip)
         self.client_id, self.hostname, self.user_agent = n.client_id, n.hostname, n.user_agent
         self.msg_timeout_ms, self.sample_rate = n.msg_timeout_ms, n.sample_rate
-        if not self._identified:
+        if self.negotiated is None:  # the first IDENTIFY sets the heartbeat
             self.heartbeat_interval_ms = n.heartbeat_interval_ms
             if self._heartbeat is not None:  # restart on the negotiated interval
                 self._heartbeat.cancel()
             self._heartbeat = asyncio.ensure_future(self._heartbeats())
-        self._identified = True
+        self.negotiated = n
         if not n.feature_negotiation:
             self.send_response(OK)
             return
