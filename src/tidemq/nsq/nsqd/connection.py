@@ -32,7 +32,7 @@ from tidemq.nsq.nsqd.auth import AuthSession
 from tidemq.nsq.nsqd.channel import Channel
 from tidemq.nsq.nsqd.config import TLSRequired
 from tidemq.nsq.nsqd.lifecycle import Event, Lifecycle, Writer, advance
-from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, unknown_verb, wrong_state
+from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, check_publish_line, unknown_verb, wrong_state
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
     HEARTBEAT,
@@ -523,25 +523,10 @@ class NsqConnection(BufferedReceiver):
                 if cmd.params:
                     raise NSQError("E_INVALID", "AUTH invalid number of parameters")
             elif cmd.name != b"IDENTIFY":
-                self._check_publish_line(cmd)
+                check_publish_line(cmd, self.nsqd.config.max_req_timeout_ms)
         except NSQError as err:
             return err
         return None
-
-    def _check_publish_line(self, cmd: Command) -> None:
-        """PUB/MPUB/DPUB's topic (and DPUB's delay), checked in nsqd's order."""
-        verb = cmd.name.decode()
-        if len(cmd.params) < (2 if verb == "DPUB" else 1):
-            raise NSQError("E_INVALID", f"{verb} insufficient number of parameters")
-        topic = cmd.params[0].decode(errors="replace")
-        if not valid_name(topic):
-            prefix = "E_BAD_TOPIC " if verb == "MPUB" else ""  # nsqd repeats the code in MPUB's text
-            raise NSQError("E_BAD_TOPIC", f"{prefix}{verb} topic name {go_quote(topic)} is not valid")
-        if verb == "DPUB":
-            delay = parse_int(cmd.params[1], "DPUB", "timeout")
-            limit = self.nsqd.config.max_req_timeout_ms
-            if delay > limit:
-                raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-{limit}")
 
     async def publish(self, cmd: Command) -> None:
         """PUB, MPUB or DPUB, as ``_line_problem`` (before the body was read) allowed it."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from tidemq.nsq.protocol import NSQError
+from tidemq.nsq.protocol import Command, NSQError, go_quote, parse_int, valid_name
 
 
 class State(enum.IntEnum):
@@ -68,3 +68,19 @@ def wrong_state(name: bytes) -> NSQError:
 
 def unknown_verb(name: bytes) -> NSQError:
     return NSQError("E_INVALID", f"invalid command {name.decode(errors='replace')}")
+
+
+def check_publish_line(cmd: Command, max_req_timeout_ms: int) -> None:
+    """PUB/MPUB/DPUB's topic (and DPUB's delay), checked in nsqd's order on the command line alone,
+    before the body is read."""
+    verb = cmd.name.decode()
+    if len(cmd.params) < (2 if verb == "DPUB" else 1):
+        raise NSQError("E_INVALID", f"{verb} insufficient number of parameters")
+    topic = cmd.params[0].decode(errors="replace")
+    if not valid_name(topic):
+        prefix = "E_BAD_TOPIC " if verb == "MPUB" else ""  # nsqd repeats the code in MPUB's text
+        raise NSQError("E_BAD_TOPIC", f"{prefix}{verb} topic name {go_quote(topic)} is not valid")
+    if verb == "DPUB":
+        delay = parse_int(cmd.params[1], "DPUB", "timeout")
+        if delay > max_req_timeout_ms:
+            raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-{max_req_timeout_ms}")
