@@ -254,7 +254,7 @@ def test_new_group_reads_a_young_queue_from_its_start_only_while_its_first_messa
 def test_stored_properties_of_retries_dead_letters_delays_and_batches_are_javas(
     server: ServerProcess,
 ) -> None:
-    """The same rules tests/test_real_rocketmq_clients.py checks against real brokers."""
+    """The same rules tests/interop/test_real_rocketmq_clients.py checks against real brokers."""
 
     async def scenario() -> None:
         c = await RawClient.open(server.broker)

@@ -26,7 +26,7 @@ from tests.support import unique, wait_for
 from tidemq.client import Message, Producer
 
 pytestmark = pytest.mark.java_broker
-SCRIPT = Path(__file__).parent / "spark_scripts" / "cluster_stream.py"
+SCRIPT = Path(__file__).parents[1] / "spark_scripts" / "cluster_stream.py"
 MESSAGES = 400
 JOB_TIMEOUT_S = 240.0
 

@@ -24,7 +24,7 @@ from tests.support import ServerProcess, wait_for
 
 __all__ = ["spark"]
 
-SCRIPT = Path(__file__).parent / "spark_scripts" / "stream_to_parquet.py"
+SCRIPT = Path(__file__).parents[1] / "spark_scripts" / "stream_to_parquet.py"
 TOPIC = "SparkExactlyOnce"
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.real_nsq_support import NSQGO, nsq_binaries
-from tests.support import ScriptRun, ServerProcess, run_script, server_log, unique
-from tests.test_interop_nsq import (
+from tests.interop.test_interop_nsq import (
     bodies_file,
     raw_drain,
     raw_publish,
 )
-from tests.test_nsqd_errors import channels_of
+from tests.nsq.nsqd.test_nsqd_errors import channels_of
+from tests.real_nsq_support import NSQGO, nsq_binaries
+from tests.support import ScriptRun, ServerProcess, run_script, server_log, unique
 
 pytestmark = pytest.mark.real_nsq
 

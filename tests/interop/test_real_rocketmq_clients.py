@@ -300,7 +300,7 @@ def test_cli_against_the_real_cluster(cluster: JavaCluster, tmp_path: Path) -> N
 
 
 def test_stored_properties_of_retries_dead_letters_delays_and_batches(cluster: JavaCluster) -> None:
-    """What tests/test_broker_consumers.py asks of tidemq server, checked here against the real brokers."""
+    """What tests/broker/test_broker_consumers.py asks of tidemq server, checked against the real brokers."""
     topic, group = unique("PropRules"), unique("PropRulesGroup")
 
     async def scenario() -> None:

@@ -33,7 +33,7 @@ from tests.real_nsq_support import NSQGO, nsq_binaries
 from tests.support import ScriptRun, ServerProcess, run, run_script, server_log, unique
 from tidemq.nsq.protocol import Message
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PYNSQ_SCRIPT = ROOT / "tests" / "interop" / "pynsq_client.py"
 NSQJS_DIR = ROOT / "interop" / "nsqjs"
 CLIENTS = ["pynsq", "nsqjs", "go-nsq"]

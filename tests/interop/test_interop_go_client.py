@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from tests.consumer_support import drain
+from tests.interop.test_interop_java_client import create_topic, dead_letters, send_ok_and_poison
 from tests.support import ScriptRun, ServerProcess, run, run_script, unique
-from tests.test_interop_java_client import create_topic, dead_letters, send_ok_and_poison
 from tidemq.client import Message, Producer
 
 pytestmark = pytest.mark.go_client
-PEER = Path(__file__).resolve().parent.parent / ".cache" / "rocketmq-go-client" / "peer"
+PEER = Path(__file__).resolve().parents[2] / ".cache" / "rocketmq-go-client" / "peer"
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
+from tests.nsq.nsqd.test_nsqd_http import ok
 from tests.nsq_support import RawNsq
 from tests.support import ServerProcess, run, wait_for
-from tests.test_nsqd_http import ok
 
 
 def _latency(srv: ServerProcess, channel: str | None = None) -> dict[str, Any]:

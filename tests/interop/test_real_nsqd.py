@@ -29,12 +29,12 @@ import orjson
 import pytest
 import trustme
 
+from tests.interop.test_interop_nsq import MPUB_BATCH, make_bodies, raw_drain, raw_publish
+from tests.nsq.nsqd.test_nsqd_errors import check_accepted, check_error, open_in
 from tests.nsq_support import LookupdProcess, RawNsq, tls_files, trusting, wait_until
 from tests.nsqd_error_cases import ACCEPTED, CASES, LIMITS_ARGS, Accepted, Case
 from tests.real_nsq_support import RealLookupd, RealNsqd, nsq_binaries
 from tests.support import ServerProcess, run, unique, wait_for
-from tests.test_interop_nsq import MPUB_BATCH, make_bodies, raw_drain, raw_publish
-from tests.test_nsqd_errors import check_accepted, check_error, open_in
 from tidemq.nsq.client import Consumer, Message, Producer, ProtocolError
 from tidemq.nsq.protocol import FrameType
 
