@@ -31,7 +31,8 @@ HEALTH_TOPIC = "BadInputHealth"
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 MAX_FRAME = 16 * 1024 * 1024
 
-pytestmark = pytest.mark.timeout(60)  # a hung server fails the test instead of stalling the suite
+# A hung server fails the test instead of stalling the suite.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
 _opaques = itertools.count(1000)
 

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import orjson
+import pytest
 
 from tests.support import RawClient, ServerProcess, run
 from tidemq.remoting import jsonx
@@ -13,6 +14,8 @@ from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.message import decode_record
 from tidemq.remoting.transport import RemotingConnection, connect
+
+pytestmark = pytest.mark.e2e
 
 
 def test_topic_create_stats_and_delete(server: ServerProcess) -> None:

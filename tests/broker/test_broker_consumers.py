@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.consumer_support import (
     Collector,
@@ -19,6 +20,8 @@ from tests.consumer_support import (
 from tests.support import RawClient, ServerProcess, run
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
+
+pytestmark = pytest.mark.e2e
 
 
 def test_heartbeat_lists_consumers_and_notifies_on_join_and_leave(server: ServerProcess) -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tests.support import RawClient, ServerProcess, run
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.message import decode_offset_msg_id
+
+pytestmark = pytest.mark.e2e
 
 
 def test_send_v1_v2_and_pull_round_trip(server: ServerProcess) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support import ServerProcess, tidemq_cli
+
+pytestmark = pytest.mark.e2e
 
 tidemq = tidemq_cli
 

@@ -12,6 +12,8 @@ import pytest
 
 from tests.support import ServerProcess, unique
 
+pytestmark = pytest.mark.e2e
+
 
 def tidemq(*args: str, stdin: str | bytes | None = None) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(

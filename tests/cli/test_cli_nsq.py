@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import ServerProcess
+
+pytestmark = pytest.mark.e2e
 
 
 def tidemq(*args: str, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,8 @@ import pytest
 
 from tests.support import ServerProcess, tidemq_cli, unique, wait_for
 
+pytestmark = pytest.mark.e2e
+
 
 class Running:
     """A ``tidemq`` client command as a child process; a thread collects its stdout lines as they come."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from tests.support import ServerProcess
 from tidemq.client import (
     BlockingLitePullConsumer,
@@ -15,6 +17,8 @@ from tidemq.client import (
     Message,
     SendStatus,
 )
+
+pytestmark = pytest.mark.e2e
 
 
 def test_blocking_producer_and_push_consumer(server: ServerProcess) -> None:

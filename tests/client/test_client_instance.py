@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from tests.consumer_support import Collector, consumer, create_topic, produce, wait_until
 from tests.support import RawClient, ServerProcess, run
@@ -10,6 +11,8 @@ from tidemq.client import ConsumeFromWhere, Message, Producer, PushConsumer
 from tidemq.client.config import ClientConfig
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
+
+pytestmark = pytest.mark.e2e
 
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 

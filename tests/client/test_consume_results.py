@@ -21,6 +21,8 @@ from tests.support import RawClient, ServerProcess, run, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus
 from tidemq.remoting.message import MessageExt
 
+pytestmark = pytest.mark.e2e
+
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 
 

@@ -13,6 +13,8 @@ from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.instance import MQClientError
 from tidemq.remoting.message import MessageExt
 
+pytestmark = pytest.mark.e2e
+
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 
 

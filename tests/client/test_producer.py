@@ -24,6 +24,7 @@ async def _pull_all(addr: str, topic: str, queues: int = 4) -> list:  # type: ig
     return out
 
 
+@pytest.mark.e2e
 def test_sync_async_oneway_and_batch(server: ServerProcess) -> None:
     async def scenario() -> None:
         async with Producer("PG1", server.namesrv) as producer:
@@ -53,6 +54,7 @@ def test_sync_async_oneway_and_batch(server: ServerProcess) -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_ordered_send_keeps_a_key_on_one_queue(server: ServerProcess) -> None:
     async def scenario() -> None:
         async with Producer("PG2", server.namesrv) as producer:
@@ -72,6 +74,7 @@ def test_ordered_send_keeps_a_key_on_one_queue(server: ServerProcess) -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_explicit_queue_works_before_the_route_is_known(server: ServerProcess) -> None:
     async def scenario() -> None:
         for name in ("PG6", "PG7"):  # a fresh producer each time: no route cached yet
@@ -86,6 +89,7 @@ def test_explicit_queue_works_before_the_route_is_known(server: ServerProcess) -
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_compression_size_limit_and_bad_input(server: ServerProcess) -> None:
     async def scenario() -> None:
         async with Producer("PG3", server.namesrv) as producer:
@@ -114,6 +118,7 @@ def test_unreachable_name_server_is_a_clear_error() -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_broker_down_sends_go_to_the_other_broker(tmp_path: Path) -> None:
     namesrv = ServerProcess(tmp_path / "ns", command="namesrv").start()
     brokers = [
@@ -162,6 +167,7 @@ def test_every_attempt_of_a_retry_topic_send_carries_the_reconsume_count() -> No
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_a_send_whose_time_ran_out_says_so(fresh_server: ServerProcess) -> None:
     """One attempt used up the whole send timeout: the error says the time ran out, not "failed after 3
     attempts" (Java's "call timeout")."""
@@ -183,6 +189,7 @@ def test_a_send_whose_time_ran_out_says_so(fresh_server: ServerProcess) -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_send_latency_fault_avoidance_is_off_by_default_and_isolates_when_on(tmp_path: Path) -> None:
     """Java's sendLatencyFaultEnable: off by default, a send that failed on a broker is retried on another
     one and the next send tries the failed broker again; on, one failure keeps that broker out."""

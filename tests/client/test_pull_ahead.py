@@ -150,6 +150,7 @@ def test_pull_ahead_only_within_flow_control() -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_pull_ahead_delivers_everything_once_in_queue_order(server: ServerProcess) -> None:
     """Answers decoded while the next pull is already out: nothing lost, nothing twice, offsets in order."""
 

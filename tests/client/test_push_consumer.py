@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.consumer_support import Collector, consumer, create_topic, produce, wait_until
 from tests.support import RawClient, ServerProcess, run
 from tidemq.broker.broker import Broker
@@ -18,6 +20,7 @@ from tidemq.store import StoreConfig
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 
 
+@pytest.mark.e2e
 def test_every_message_once_and_offsets_committed(server: ServerProcess) -> None:
     async def scenario() -> None:
         await produce(server.namesrv, "PushOnce", 200)
@@ -121,6 +124,7 @@ def test_consume_from_where_after_retention(tmp_path: Path) -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_tag_filter(server: ServerProcess) -> None:
     async def scenario() -> None:
         await produce(
@@ -140,6 +144,7 @@ def test_tag_filter(server: ServerProcess) -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_retries_count_up_then_dead_letter(server: ServerProcess) -> None:
     """A message that always fails comes back with reconsumeTimes 1, 2, ... then lands in %DLQ%<group>."""
 
@@ -168,6 +173,7 @@ def test_retries_count_up_then_dead_letter(server: ServerProcess) -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_listener_exception_and_none_mean_retry(server: ServerProcess) -> None:
     async def scenario() -> None:
         await produce(server.namesrv, "PushRaise", 2)
@@ -189,6 +195,7 @@ def test_listener_exception_and_none_mean_retry(server: ServerProcess) -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_flow_control_holds_the_process_queue_under_its_threshold(server: ServerProcess) -> None:
     async def scenario() -> None:
         await create_topic(server.broker, "Flow", 1)
@@ -218,6 +225,7 @@ def test_flow_control_holds_the_process_queue_under_its_threshold(server: Server
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_pause_and_resume(server: ServerProcess) -> None:
     async def scenario() -> None:
         await create_topic(server.broker, "PauseQ")
@@ -240,6 +248,7 @@ def test_pause_and_resume(server: ServerProcess) -> None:
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_broadcasting_gives_everyone_everything_and_offsets_survive(
     server: ServerProcess, tmp_path: Path
 ) -> None:

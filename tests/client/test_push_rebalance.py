@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from tests.consumer_support import Collector, consumer, create_topic, produce, wait_until
 from tests.support import ServerProcess, run
 from tidemq.client.consumer import ConsumeFromWhere, ConsumeStatus
+
+pytestmark = pytest.mark.e2e
 
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 

@@ -20,6 +20,8 @@ from tidemq.client.message import Message
 from tidemq.client.producer import Producer
 from tidemq.nsq import client as nsq
 
+pytestmark = pytest.mark.e2e
+
 uvloop = pytest.importorskip("uvloop")
 
 

@@ -14,9 +14,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from tests.alions_support import QUEUES, create_topic, node, require_harness
 from tests.support import RawClient, ServerProcess, run, server_log, unique
 from tidemq.remoting.codes import RequestCode, ResponseCode
+
+pytestmark = pytest.mark.e2e
 
 require_harness()
 

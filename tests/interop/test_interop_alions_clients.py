@@ -16,6 +16,8 @@ import asyncio
 import time
 from collections import Counter
 
+import pytest
+
 from tests.alions_support import create_topic, node, require_harness
 from tests.support import RawClient, ServerProcess, run, server_log, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel, PushConsumer
@@ -23,6 +25,8 @@ from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.producer import Producer
 from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.message import MessageExt, SysFlag, iter_records
+
+pytestmark = pytest.mark.e2e
 
 require_harness()
 

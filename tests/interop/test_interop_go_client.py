@@ -17,7 +17,7 @@ from tests.interop.test_interop_java_client import create_topic, dead_letters, s
 from tests.support import ScriptRun, ServerProcess, run, run_script, unique
 from tidemq.client import Message, Producer
 
-pytestmark = pytest.mark.go_client
+pytestmark = [pytest.mark.e2e, pytest.mark.go_client]
 PEER = Path(__file__).resolve().parents[2] / ".cache" / "rocketmq-go-client" / "peer"
 
 

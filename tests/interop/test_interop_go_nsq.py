@@ -26,7 +26,7 @@ from tests.nsq.nsqd.test_nsqd_errors import channels_of
 from tests.real_nsq_support import NSQGO, nsq_binaries
 from tests.support import ScriptRun, ServerProcess, run_script, server_log, unique
 
-pytestmark = pytest.mark.real_nsq
+pytestmark = [pytest.mark.e2e, pytest.mark.real_nsq]
 
 MSG_TIMEOUT_MS = 3000
 CLIENT_TIMEOUT = 40

@@ -22,7 +22,7 @@ from tidemq.client.admin import Admin
 from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.remoting.message import MessageExt
 
-pytestmark = pytest.mark.java_client
+pytestmark = [pytest.mark.e2e, pytest.mark.java_client]
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 
 

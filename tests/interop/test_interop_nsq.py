@@ -33,6 +33,8 @@ from tests.real_nsq_support import NSQGO, nsq_binaries
 from tests.support import ScriptRun, ServerProcess, run, run_script, server_log, unique
 from tidemq.nsq.protocol import Message
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 PYNSQ_SCRIPT = ROOT / "tests" / "interop" / "pynsq_client.py"
 NSQJS_DIR = ROOT / "interop" / "nsqjs"

@@ -38,7 +38,7 @@ from tests.support import ServerProcess, run, unique, wait_for
 from tidemq.nsq.client import Consumer, Message, Producer, ProtocolError
 from tidemq.nsq.protocol import FrameType
 
-pytestmark = pytest.mark.real_nsq
+pytestmark = [pytest.mark.e2e, pytest.mark.real_nsq]
 
 MSG_TIMEOUT_MS = 3000
 COMPRESSIONS = ["none", "snappy", "deflate"]

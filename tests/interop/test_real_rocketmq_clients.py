@@ -38,7 +38,7 @@ from tidemq.client.consumer import ConsumeFromWhere, MessageModel
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.remoting.message import MessageExt
 
-pytestmark = pytest.mark.java_broker
+pytestmark = [pytest.mark.e2e, pytest.mark.java_broker]
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 
 

@@ -21,7 +21,7 @@ from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.client.instance import MQClientError
 from tidemq.remoting.transport import RemotingError
 
-pytestmark = pytest.mark.java_broker
+pytestmark = [pytest.mark.e2e, pytest.mark.java_broker]
 SENDS = 600
 SEND_WINDOW_S = 60.0
 CONSUME_TIMEOUT_S = 150.0

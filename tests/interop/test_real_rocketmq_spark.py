@@ -17,7 +17,7 @@ from tests.support import unique
 from tidemq.client import Message, Producer
 
 __all__ = ["spark"]
-pytestmark = pytest.mark.java_broker
+pytestmark = [pytest.mark.e2e, pytest.mark.java_broker]
 
 
 @pytest.fixture(scope="module", params=VERSIONS)

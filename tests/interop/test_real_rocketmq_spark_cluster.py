@@ -25,7 +25,7 @@ from tests.spark_cluster import SparkCluster
 from tests.support import unique, wait_for
 from tidemq.client import Message, Producer
 
-pytestmark = pytest.mark.java_broker
+pytestmark = [pytest.mark.e2e, pytest.mark.java_broker]
 SCRIPT = Path(__file__).parents[1] / "spark_scripts" / "cluster_stream.py"
 MESSAGES = 400
 JOB_TIMEOUT_S = 240.0

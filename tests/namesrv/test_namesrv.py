@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import orjson
+import pytest
 
 from tests.support import RawClient, ServerProcess, run
 from tidemq.namesrv.route_info import RouteInfo, TopicDefinition
@@ -46,6 +47,7 @@ def _header(name: str, addr: str, broker_id: int = 0, cluster: str = "C1") -> di
     }
 
 
+@pytest.mark.e2e
 def test_register_route_cluster_and_unregister(tmp_path) -> None:  # type: ignore[no-untyped-def]
     ns = ServerProcess(tmp_path / "ns", command="namesrv").start()
     try:
@@ -105,6 +107,7 @@ def test_register_route_cluster_and_unregister(tmp_path) -> None:  # type: ignor
         assert ns.stop() == 0
 
 
+@pytest.mark.e2e
 def test_broker_connection_close_removes_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     ns = ServerProcess(tmp_path / "ns", command="namesrv").start()
     try:

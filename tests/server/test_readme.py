@@ -21,6 +21,8 @@ import pytest
 from tests.support import RawClient, ServerProcess, run, wait_for
 from tidemq.client import Message, Producer
 
+pytestmark = pytest.mark.e2e
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 SNIPPET_TIMEOUT_S = 120
 SPARK_TIMEOUT_S = 300

@@ -12,9 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support import RawClient, ServerProcess, free_port, run
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.transport import RemotingError
+
+pytestmark = pytest.mark.e2e
 
 
 async def _drain_queue(c: RawClient, topic: str, queue_id: int) -> list[bytes]:

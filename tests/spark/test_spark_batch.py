@@ -12,6 +12,8 @@ from tests.spark_support import create_topic, jobs_started, publish, read_source
 from tests.support import ServerProcess, free_port
 from tidemq.spark import SCHEMA
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["spark"]
 
 

@@ -21,6 +21,8 @@ from tidemq.spark.offsets import DataLossError, QueueRange
 from tidemq.spark.options import read_options
 from tidemq.spark.pull import read_range
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["spark"]
 
 TOPIC = "SparkLoss"

@@ -17,10 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from tests.spark_support import create_topic, parquet_files, publish_many, spark
 from tests.support import ServerProcess, wait_for
+
+pytestmark = pytest.mark.e2e
 
 __all__ = ["spark"]
 

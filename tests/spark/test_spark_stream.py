@@ -19,6 +19,8 @@ from tests.spark_support import (
 )
 from tests.support import ServerProcess, free_port
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["spark"]
 
 

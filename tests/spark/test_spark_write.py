@@ -13,6 +13,8 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructField, Stru
 from tests.spark_support import create_topic, jobs_started, read_source, spark
 from tests.support import ServerProcess, free_port
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["spark"]
 
 

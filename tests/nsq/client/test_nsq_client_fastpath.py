@@ -175,6 +175,7 @@ def test_fins_go_out_as_one_block_in_order_with_rdy_and_req() -> None:
     ]
 
 
+@pytest.mark.e2e
 def test_two_responses_reaching_the_consumer_are_written_once(
     nsqd: ServerProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -233,6 +234,7 @@ def test_two_responses_reaching_the_consumer_are_written_once(
     assert not [r for r in caplog.records if "protocol error" in r.getMessage()]
 
 
+@pytest.mark.e2e
 def test_concurrency_is_a_limit_and_is_reached(nsqd: ServerProcess) -> None:
     """Handlers that suspend run ``concurrency`` at a time, never more, as the old worker pool did."""
 

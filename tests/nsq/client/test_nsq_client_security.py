@@ -14,6 +14,8 @@ from tests.nsq_support import AuthServer, tls_files, trusting, wait_until
 from tests.support import ServerProcess, run
 from tidemq.nsq.client import AuthError, Consumer, Message, NotConnectedError, Producer, ProtocolError
 
+pytestmark = pytest.mark.e2e
+
 EVERYTHING = [{"topic": ".*", "channels": [".*"], "permissions": ["subscribe", "publish"]}]
 SECRETS: dict[str, Any] = {
     "root": {"ttl": 3600, "identity": "root", "identity_url": "http://id/root", "authorizations": EVERYTHING},

@@ -21,6 +21,8 @@ from tidemq.nsq.client import (
     StoppedError,
 )
 
+pytestmark = pytest.mark.e2e
+
 
 async def nothing_left(addr: str, topic: str, channel: str, wait: float = 0.5) -> bool:
     """No message (new, requeued or timed out) reaches a fresh subscriber of the channel."""

@@ -11,6 +11,8 @@ from tests.nsq_support import publish, wait_until
 from tests.support import ServerProcess, free_port, run
 from tidemq.nsq.client import Consumer, Message, NSQClientError
 
+pytestmark = pytest.mark.e2e
+
 
 def test_discovers_nsqd_through_lookupd_trying_the_next_lookupd(server: ServerProcess) -> None:
     async def scenario() -> None:

@@ -14,6 +14,8 @@ from tests.nsq_support import LookupdProcess, publish, wait_until
 from tests.support import ServerProcess, run
 from tidemq.nsq.client import Consumer, Message
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def lookupd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LookupdProcess]:

@@ -19,6 +19,8 @@ from tidemq.nsq.client import (
     StoppedError,
 )
 
+pytestmark = pytest.mark.e2e
+
 
 async def drain(sub: RawNsq, count: int, timeout: float = 10.0) -> list[bytes]:
     bodies = []

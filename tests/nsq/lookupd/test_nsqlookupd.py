@@ -270,6 +270,7 @@ def test_go_durations() -> None:
 # --- the real server: TCP ---------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_identify_register_lookup_and_close(lookupd: LookupdProcess) -> None:
     conn = RawLookup(lookupd.tcp)
     assert conn.call("PING") == b"OK"  # allowed before IDENTIFY
@@ -317,6 +318,7 @@ def test_identify_register_lookup_and_close(lookupd: LookupdProcess) -> None:
     )
 
 
+@pytest.mark.e2e
 def test_ephemeral_registrations_vanish_with_their_last_producer(lookupd: LookupdProcess) -> None:
     conn = RawLookup(lookupd.tcp)
     conn.identify()
@@ -330,6 +332,7 @@ def test_ephemeral_registrations_vanish_with_their_last_producer(lookupd: Lookup
     conn.close()
 
 
+@pytest.mark.e2e
 def test_a_fatal_error_drops_the_peer_registrations(lookupd: LookupdProcess) -> None:
     conn = RawLookup(lookupd.tcp)
     conn.identify()
@@ -354,6 +357,7 @@ BAD_COMMANDS = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("line", "body", "expected"), BAD_COMMANDS)
 def test_bad_commands_are_fatal(
     lookupd: LookupdProcess, line: str, body: bytes | None, expected: bytes
@@ -373,6 +377,7 @@ IDENTIFIED_BAD_COMMANDS = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("line", "expected"), IDENTIFIED_BAD_COMMANDS)
 def test_bad_commands_after_identify_are_fatal(lookupd: LookupdProcess, line: str, expected: bytes) -> None:
     conn = RawLookup(lookupd.tcp)
@@ -380,6 +385,7 @@ def test_bad_commands_after_identify_are_fatal(lookupd: LookupdProcess, line: st
     assert conn.fatal(line).startswith(expected)
 
 
+@pytest.mark.e2e
 def test_bad_magic_oversized_body_and_long_line(lookupd: LookupdProcess) -> None:
     conn = RawLookup(lookupd.tcp, magic=b"  V2")
     assert conn.reply() == b"E_BAD_PROTOCOL"
@@ -401,6 +407,7 @@ def test_bad_magic_oversized_body_and_long_line(lookupd: LookupdProcess) -> None
 # --- the real server: HTTP --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_ping_info_and_routing_errors(lookupd: LookupdProcess) -> None:
     status, headers, body = http(f"{lookupd.http}/ping")
     assert (status, body) == (200, b"OK") and "X-NSQ-Content-Type" not in headers
@@ -412,6 +419,7 @@ def test_ping_info_and_routing_errors(lookupd: LookupdProcess) -> None:
     assert_error(f"{lookupd.http}/lookup?topic=%zz", "GET", 400, "INVALID_REQUEST")
 
 
+@pytest.mark.e2e
 def test_topic_create_lookup_and_delete(lookupd: LookupdProcess) -> None:
     base = lookupd.http
     assert_error(f"{base}/topic/create", "POST", 400, "MISSING_ARG_TOPIC")
@@ -438,6 +446,7 @@ def test_topic_create_lookup_and_delete(lookupd: LookupdProcess) -> None:
     assert_error(f"{base}/lookup?topic=http_t", "GET", 404, "TOPIC_NOT_FOUND")
 
 
+@pytest.mark.e2e
 def test_channel_create_and_delete(lookupd: LookupdProcess) -> None:
     base = lookupd.http
     assert_error(f"{base}/channel/create?channel=c", "POST", 400, "MISSING_ARG_TOPIC")
@@ -455,6 +464,7 @@ def test_channel_create_and_delete(lookupd: LookupdProcess) -> None:
     assert "ch_t" in get_json(f"{base}/topics")["topics"]
 
 
+@pytest.mark.e2e
 def test_tombstone_hides_the_producer_from_lookup_only(lookupd: LookupdProcess) -> None:
     base = lookupd.http
     conn = RawLookup(lookupd.tcp)
@@ -477,6 +487,7 @@ def test_tombstone_hides_the_producer_from_lookup_only(lookupd: LookupdProcess) 
     conn.close()
 
 
+@pytest.mark.e2e
 def test_cli_rejects_bad_flags(tmp_path: Path) -> None:
     for args in (["--tombstone-lifetime", "45 seconds"], ["--tcp-address", "nohost"]):
         proc = ServerProcess(tmp_path / "bad", *args, command="nsqlookupd")

@@ -15,6 +15,8 @@ from tests.nsq_support import LookupdProcess
 from tests.support import free_port, run
 from tidemq.nsq.lookup_peer import LookupdRegistrar
 
+pytestmark = pytest.mark.e2e
+
 IDENTITY = {
     "version": "1.3.0",
     "tcp_port": 4150,

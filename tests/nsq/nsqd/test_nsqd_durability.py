@@ -31,6 +31,7 @@ async def _publisher_and_subscriber(
     return pub, sub
 
 
+@pytest.mark.e2e
 def test_sigkill_then_restart_delivers_every_acknowledged_pub(tmp_path: Path) -> None:
     srv = ServerProcess(tmp_path / "data", "--flush", "sync").start()
     acked: list[bytes] = []
@@ -76,6 +77,7 @@ def _crash_and_drain(srv: ServerProcess, topic: str, quiet: float = 1.0) -> list
     return result
 
 
+@pytest.mark.e2e
 def test_heartbeats_and_two_missed_disconnect(tmp_path: Path) -> None:
     srv = ServerProcess(tmp_path / "data").start()
     try:
@@ -101,6 +103,7 @@ def test_heartbeats_and_two_missed_disconnect(tmp_path: Path) -> None:
         srv.stop()
 
 
+@pytest.mark.e2e
 def test_deflate_session(tmp_path: Path) -> None:
     srv = ServerProcess(tmp_path / "data").start()
     try:
@@ -158,6 +161,7 @@ def test_deflate_session(tmp_path: Path) -> None:
         srv.stop()
 
 
+@pytest.mark.e2e
 def test_sync_flush_answers_pipelined_publishes_in_order_after_one_fsync(tmp_path: Path) -> None:
     """PUBs pipelined on one connection share fsyncs, and every answer still comes in command order:
     the error for a bad PUB arrives after the OKs of the PUBs sent before it."""
@@ -188,6 +192,7 @@ def test_sync_flush_answers_pipelined_publishes_in_order_after_one_fsync(tmp_pat
         assert srv.stop() == 0
 
 
+@pytest.mark.e2e
 def test_the_snapshot_leaves_the_read_ahead_to_the_cursor(tmp_path: Path) -> None:
     """Messages a channel holds but never delivered are not written out one by one: the snapshot's cursor
     stays before them, and after a restart they are read again from there, once each, in order."""
@@ -210,6 +215,7 @@ def test_the_snapshot_leaves_the_read_ahead_to_the_cursor(tmp_path: Path) -> Non
         assert srv.stop() == 0
 
 
+@pytest.mark.e2e
 def test_a_deferred_message_delivered_inside_the_read_ahead_comes_back_once(tmp_path: Path) -> None:
     """A DPUB released and delivered while the messages around it were still held: after a restart the
     channel reads those again from its cursor, and the deferred one comes back once, not twice."""
@@ -262,6 +268,7 @@ def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
     run(scenario())
 
 
+@pytest.mark.e2e
 def test_a_channel_saved_past_a_lost_log_tail_goes_on_from_the_log_end(tmp_path: Path) -> None:
     """Power loss with async flush can take the log's unflushed tail after the channel cursor over it was
     saved. The log then goes on from its recovered end, and so must the channel: the state saved by a

@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.nsq.nsqd.test_nsqd_http import ok
 from tests.nsq_support import RawNsq
 from tests.support import ServerProcess, run, wait_for
+
+pytestmark = pytest.mark.e2e
 
 
 def _latency(srv: ServerProcess, channel: str | None = None) -> dict[str, Any]:

@@ -43,6 +43,8 @@ from tests.nsqd_error_cases import (
 from tests.support import ServerProcess, run
 from tidemq.nsq.protocol import MAGIC_V2, FrameType
 
+pytestmark = pytest.mark.e2e
+
 ROOMY_CONSUMERS = 2
 ROOMY_MSG_TIMEOUT_MS = 2000
 _serial = itertools.count()

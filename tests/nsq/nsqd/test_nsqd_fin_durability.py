@@ -19,6 +19,8 @@ from tests.support import ServerProcess, free_port, hold_fsync, run, wait_for
 from tidemq.nsq.protocol import Message
 from tidemq.store import FlushMode
 
+pytestmark = pytest.mark.e2e
+
 TOPIC = "fins"
 COUNT = 600
 

@@ -9,9 +9,12 @@ import urllib.request
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.nsq_support import RawNsq
 from tests.support import ServerProcess, run, wait_for
+
+pytestmark = pytest.mark.e2e
 
 V1 = "nsq; version=1.0"
 

@@ -12,6 +12,8 @@ from tests.nsq_support import RawNsq
 from tests.support import ServerProcess, run
 from tidemq.nsq.protocol import FrameType
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def nsq_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]

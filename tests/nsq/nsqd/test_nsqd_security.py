@@ -16,6 +16,8 @@ from tests.nsq_support import AuthServer, RawNsq, trusting
 from tests.nsq_support import tls_files as issue_tls_files
 from tests.support import ServerProcess, run
 
+pytestmark = pytest.mark.e2e
+
 EVERYTHING = {"topic": ".*", "channels": [".*"], "permissions": ["subscribe", "publish"]}
 SECRETS: dict[str, Any] = {
     "publisher": {
