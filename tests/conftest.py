@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import ServerProcess
+from tests.support import ServerProcess, TwoBrokers
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -71,3 +71,11 @@ def fresh_server(tmp_path: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(tmp_path / "data").start()
     yield proc
     proc.kill()
+
+
+@pytest.fixture
+def two_brokers(tmp_path: Path) -> Iterator[TwoBrokers]:
+    """A name server and two brokers as separate processes, for failover and routing across brokers."""
+    cluster = TwoBrokers.start(tmp_path)
+    yield cluster
+    cluster.stop()

@@ -9,15 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.consumer_support import (
-    Collector,
-    check_property_rules,
-    consumer,
-    produce,
-    property_rules_scenario,
-    wait_until,
-)
-from tests.support import RawClient, ServerProcess, run
+from tests.consumer_support import Collector, check_property_rules, consumer, produce, property_rules_scenario
+from tests.support import RawClient, ServerProcess, eventually, run
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 
@@ -241,10 +234,10 @@ def test_new_group_reads_a_young_queue_from_its_start_only_while_its_first_messa
             got = Collector()
             c = consumer(on_disk.namesrv, "LastGroup", "YoungPush", got)  # from LAST_OFFSET by default
             await c.start()
-            await wait_until(lambda: bool(c.rebalancer.process_queues), what="queues assigned")
+            await eventually(lambda: bool(c.rebalancer.process_queues), what="queues assigned", timeout=20.0)
             await asyncio.sleep(0.5)
             await produce(on_disk.namesrv, "YoungPush", 2, prefix="new")
-            await wait_until(lambda: len(got.distinct()) >= 2, what="the new messages")
+            await eventually(lambda: len(got.distinct()) >= 2, what="the new messages", timeout=20.0)
             await asyncio.sleep(0.3)
             await c.shutdown()
             assert got.distinct() == {b"new0", b"new1"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.consumer_support import Collector, consumer, create_topic, produce, wait_until
-from tests.support import RawClient, ServerProcess, run
+from tests.consumer_support import Collector, consumer, produce
+from tests.support import RawClient, ServerProcess, create_topic, eventually, run
 from tidemq.client import ConsumeFromWhere, Message, Producer, PushConsumer
 from tidemq.client.config import ClientConfig
 from tidemq.remoting import jsonx
@@ -23,7 +23,7 @@ def test_broker_forwarded_requests_reach_the_consumer(server: ServerProcess) -> 
         got = Collector()
         c = consumer(server.namesrv, "FwdClients", "Forwarded", got, consume_from_where=FIRST)
         await c.start()
-        await wait_until(lambda: len(c.rebalancer.process_queues) == 3, what="queues assigned")
+        await eventually(lambda: len(c.rebalancer.process_queues) == 3, what="queues assigned", timeout=20.0)
         admin = await RawClient.open(server.broker)
         ext = {"consumerGroup": "FwdClients", "clientId": c.instance.client_id}
         running = await admin.call(RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
@@ -59,7 +59,7 @@ def test_namespace_wraps_topics_and_groups_on_the_wire(server: ServerProcess) ->
         c.subscribe("Orders")
         c.register_listener(got)
         await c.start()
-        await wait_until(lambda: got.bodies == [b"namespaced"], what="namespaced delivery")
+        await eventually(lambda: got.bodies == [b"namespaced"], what="namespaced delivery", timeout=20.0)
         assert got.deliveries[0].topic == "Orders", "the namespace is stripped from received messages"
         assert c.group == "tenant1%NsGroup"
         await c.shutdown()
@@ -82,7 +82,7 @@ def test_send_and_consume_hooks_see_every_call(server: ServerProcess) -> None:
         c.hooks.append(lambda msgs, ctx, status, exc: seen.append(len(msgs)))
         await c.start()
         await produce(server.namesrv, "Hooked", 3)
-        await wait_until(lambda: len(got.distinct()) == 4, what="hooked consumption")
+        await eventually(lambda: len(got.distinct()) == 4, what="hooked consumption", timeout=20.0)
         await c.shutdown()
         assert sum(seen) == 4
 

@@ -8,16 +8,8 @@ import logging
 
 import pytest
 
-from tests.consumer_support import (
-    Collector,
-    committed_offsets,
-    consumer,
-    create_topic,
-    max_offsets,
-    produce,
-    wait_until,
-)
-from tests.support import RawClient, ServerProcess, run, unique
+from tests.consumer_support import Collector, committed_offsets, consumer, max_offsets, produce
+from tests.support import RawClient, ServerProcess, create_topic, eventually, run, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus
 from tidemq.remoting.message import MessageExt
 
@@ -54,7 +46,7 @@ def test_either_spelling_of_success_commits_in_either_service(
         )
         await c.start()
         try:
-            await wait_until(lambda: len(got.distinct()) == 20, what="20 messages consumed")
+            await eventually(lambda: len(got.distinct()) == 20, what="20 messages consumed", timeout=20.0)
             await c.drain()
         finally:
             await c.shutdown()
@@ -97,11 +89,12 @@ def test_either_spelling_of_later_and_a_non_status_are_consumed_again(
         with caplog.at_level(logging.WARNING, logger="tidemq.client.consumer"):
             await c.start()
             try:
-                await wait_until(
+                await eventually(
                     lambda: (
                         all(deliveries.count(b) == 2 for b in (b"m0", b"m1", b"m2")) and b"m3" in deliveries
                     ),
                     what="the three refused messages consumed again",
+                    timeout=20.0,
                 )
                 await c.drain()
             finally:
@@ -143,7 +136,7 @@ def test_ack_index_sends_back_only_the_messages_after_it(server: ServerProcess) 
                 retried = sum(1 for m in seen if m.reconsume_times == 1)
                 return len(firsts) == 24 and retried == sum(len(b) - 1 for b in first_batches)
 
-            await wait_until(settled, what="the unacknowledged messages consumed again")
+            await eventually(settled, what="the unacknowledged messages consumed again", timeout=20.0)
             await c.drain()
         finally:
             await c.shutdown()
@@ -180,7 +173,7 @@ def test_orderly_manual_commit_and_rollback(server: ServerProcess) -> None:
         c = consumer(server.namesrv, group, topic, listener, orderly=True, consume_from_where=FIRST)
         await c.start()
         try:
-            await wait_until(lambda: b"m5" in deliveries, what="m5 consumed")
+            await eventually(lambda: b"m5" in deliveries, what="m5 consumed", timeout=20.0)
         finally:
             await c.shutdown()
         assert deliveries == [b"m0", b"m1", b"m2", b"m3", b"m2", b"m3", b"m4", b"m5"]
@@ -190,7 +183,9 @@ def test_orderly_manual_commit_and_rollback(server: ServerProcess) -> None:
         c2 = consumer(server.namesrv, group, topic, again, orderly=True, consume_from_where=FIRST)
         await c2.start()
         try:
-            await wait_until(lambda: len(again.deliveries) == 2, what="the uncommitted messages")
+            await eventually(
+                lambda: len(again.deliveries) == 2, what="the uncommitted messages", timeout=20.0
+            )
             await c2.drain()
         finally:
             await c2.shutdown()
@@ -214,7 +209,7 @@ def test_orderly_commit_or_rollback_with_auto_commit_on_commits_with_a_warning(
         with caplog.at_level(logging.WARNING, logger="tidemq.client.consumer"):
             await c.start()
             try:
-                await wait_until(lambda: len(got.deliveries) >= 3, what="3 messages")
+                await eventually(lambda: len(got.deliveries) >= 3, what="3 messages", timeout=20.0)
                 await c.drain()
             finally:
                 await c.shutdown()

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from tests.consumer_support import create_topic, produce
-from tests.support import RawClient, ServerProcess, run
+from tests.consumer_support import produce
+from tests.support import RawClient, ServerProcess, create_topic, run
 from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.instance import MQClientError

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from tests.consumer_support import Collector, consumer, create_topic, produce, wait_until
-from tests.support import ServerProcess, run
+from tests.consumer_support import Collector, consumer, produce
+from tests.support import ServerProcess, create_topic, eventually, run
 from tidemq.client import api
 from tidemq.client.consumer import ConsumeFromWhere, PushConsumer
 from tidemq.client.consumer.process_queue import ProcessQueue
@@ -168,7 +168,7 @@ def test_pull_ahead_delivers_everything_once_in_queue_order(server: ServerProces
             consume_thread_max=1,
         )
         await c.start()
-        await wait_until(lambda: len(got.distinct()) == 600, what="600 messages")
+        await eventually(lambda: len(got.distinct()) == 600, what="600 messages", timeout=20.0)
         await c.shutdown()
         assert got.duplicates() == {}
         for queue_id in (0, 1):

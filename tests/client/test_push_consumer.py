@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.consumer_support import Collector, consumer, create_topic, produce, wait_until
-from tests.support import RawClient, ServerProcess, run
+from tests.consumer_support import Collector, consumer, produce
+from tests.support import RawClient, ServerProcess, create_topic, eventually, run
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
 from tidemq.client.consumer import ConsumeFromWhere, ConsumeStatus, MessageModel
@@ -27,7 +27,7 @@ def test_every_message_once_and_offsets_committed(server: ServerProcess) -> None
         got = Collector()
         c = consumer(server.namesrv, "OnceGroup", "PushOnce", got, consume_from_where=FIRST)
         await c.start()
-        await wait_until(lambda: len(got.distinct()) == 200, what="200 messages")
+        await eventually(lambda: len(got.distinct()) == 200, what="200 messages", timeout=20.0)
         await c.drain()
         await c.shutdown()
         assert got.duplicates() == {}
@@ -46,7 +46,7 @@ def test_every_message_once_and_offsets_committed(server: ServerProcess) -> None
         c2 = consumer(server.namesrv, "OnceGroup", "PushOnce", again, consume_from_where=FIRST)
         await c2.start()
         await produce(server.namesrv, "PushOnce", 5, prefix="late")
-        await wait_until(lambda: len(again.distinct()) == 5, what="late messages")
+        await eventually(lambda: len(again.distinct()) == 5, what="late messages", timeout=20.0)
         await asyncio.sleep(0.5)
         await c2.shutdown()
         assert again.distinct() == {f"late{i}".encode() for i in range(5)}, "a restart resumes at the offsets"
@@ -95,17 +95,22 @@ def test_consume_from_where_after_retention(tmp_path: Path) -> None:
             ]
             for c in cs:
                 await c.start()
-            await wait_until(
-                lambda: len(first.distinct()) == 810 - low, what="first offset: all that is left"
+            await eventually(
+                lambda: len(first.distinct()) == 810 - low,
+                what="first offset: all that is left",
+                timeout=20.0,
             )
-            await wait_until(
+            await eventually(
                 lambda: all(any(q.topic == "Aged" for q in c.rebalancer.process_queues) for c in cs),
                 what="every group has placed its start offset",
+                timeout=20.0,
             )
             await produce(namesrv, "Aged", 3, prefix="live")
             try:
-                await wait_until(
-                    lambda: len(last.distinct()) == 3 and len(by_time.distinct()) == 13, what="the others"
+                await eventually(
+                    lambda: len(last.distinct()) == 3 and len(by_time.distinct()) == 13,
+                    what="the others",
+                    timeout=20.0,
                 )
             except AssertionError:
                 raise AssertionError(
@@ -136,7 +141,7 @@ def test_tag_filter(server: ServerProcess) -> None:
         got = Collector()
         c = consumer(server.namesrv, "TagsGroup", "PushTags", got, expression="A", consume_from_where=FIRST)
         await c.start()
-        await wait_until(lambda: len(got.distinct()) == 20, what="the 20 A messages")
+        await eventually(lambda: len(got.distinct()) == 20, what="the 20 A messages", timeout=20.0)
         await asyncio.sleep(0.5)
         await c.shutdown()
         assert {m.tags for m in got.deliveries} == {"A"} and len(got.deliveries) == 20
@@ -155,7 +160,7 @@ def test_retries_count_up_then_dead_letter(server: ServerProcess) -> None:
             server.namesrv, "RetryGroupP", "PushRetry", got, consume_from_where=FIRST, max_reconsume_times=2
         )
         await c.start()
-        await wait_until(lambda: got.bodies.count(b"m1") == 3, timeout=30, what="m1 three times")
+        await eventually(lambda: got.bodies.count(b"m1") == 3, timeout=30, what="m1 three times")
         await c.shutdown()
         times = [m.reconsume_times for m in got.deliveries if m.body == b"m1"]
         assert times == [0, 1, 2]
@@ -189,7 +194,7 @@ def test_listener_exception_and_none_mean_retry(server: ServerProcess) -> None:
 
         c = consumer(server.namesrv, "RaiseGroup", "PushRaise", listener, consume_from_where=FIRST)
         await c.start()
-        await wait_until(lambda: sorted(seen) == [b"m0", b"m0", b"m1", b"m1"], timeout=20, what="two retries")
+        await eventually(lambda: sorted(seen) == [b"m0", b"m0", b"m1", b"m1"], timeout=20, what="two retries")
         await c.shutdown()
 
     run(scenario())
@@ -235,14 +240,14 @@ def test_pause_and_resume(server: ServerProcess) -> None:
         )
         await c.start()
         await produce(server.namesrv, "PauseQ", 10, prefix="a")
-        await wait_until(lambda: len(got.distinct()) == 10, what="before pause")
+        await eventually(lambda: len(got.distinct()) == 10, what="before pause", timeout=20.0)
         c.pause()
         await asyncio.sleep(1.0)
         await produce(server.namesrv, "PauseQ", 10, prefix="b")
         await asyncio.sleep(1.5)
         assert len(got.distinct()) == 10, "nothing is consumed while paused"
         c.resume()
-        await wait_until(lambda: len(got.distinct()) == 20, what="after resume")
+        await eventually(lambda: len(got.distinct()) == 20, what="after resume", timeout=20.0)
         await c.shutdown()
 
     run(scenario())
@@ -272,7 +277,7 @@ def test_broadcasting_gives_everyone_everything_and_offsets_survive(
             await c.start()
         await produce(server.namesrv, "Bcast", 30)
         for g in got:
-            await wait_until(lambda g=g: len(g.distinct()) == 30, what="broadcast delivery")
+            await eventually(lambda g=g: len(g.distinct()) == 30, what="broadcast delivery", timeout=20.0)
         for c in cs:
             await c.drain()
             await c.shutdown()
@@ -291,7 +296,9 @@ def test_broadcasting_gives_everyone_everything_and_offsets_survive(
         c.config.instance_name = cs[0].config.instance_name
         await c.start()
         await produce(server.namesrv, "Bcast", 5, prefix="x")
-        await wait_until(lambda: len(again.distinct()) == 5, what="only new messages after restart")
+        await eventually(
+            lambda: len(again.distinct()) == 5, what="only new messages after restart", timeout=20.0
+        )
         await asyncio.sleep(0.5)
         await c.shutdown()
         assert again.distinct() == {f"x{i}".encode() for i in range(5)}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.consumer_support import Collector, consumer, create_topic, produce, wait_until
-from tests.support import ServerProcess, run
+from tests.consumer_support import Collector, consumer, produce
+from tests.support import ServerProcess, create_topic, eventually, run
 from tidemq.client.consumer import ConsumeFromWhere, ConsumeStatus
 
 pytestmark = pytest.mark.e2e
@@ -27,29 +27,39 @@ def test_queues_move_as_instances_join_and_leave(server: ServerProcess) -> None:
         group = "RebalGroup"
         first = consumer(server.namesrv, group, "Rebal", got, consume_from_where=FIRST)
         await first.start()
-        await wait_until(lambda: _owned(first) == list(range(6)), what="one instance owns all six queues")
+        await eventually(
+            lambda: _owned(first) == list(range(6)), what="one instance owns all six queues", timeout=20.0
+        )
         await produce(server.namesrv, "Rebal", 60, prefix="a")
-        await wait_until(lambda: len(got.distinct()) == 60, what="first batch")
+        await eventually(lambda: len(got.distinct()) == 60, what="first batch", timeout=20.0)
         await first.drain()
 
         second = consumer(server.namesrv, group, "Rebal", got, consume_from_where=FIRST)
         third = consumer(server.namesrv, group, "Rebal", got, consume_from_where=FIRST)
         await second.start()
-        await wait_until(lambda: len(_owned(first)) == 3 and len(_owned(second)) == 3, what="split in two")
+        await eventually(
+            lambda: len(_owned(first)) == 3 and len(_owned(second)) == 3, what="split in two", timeout=20.0
+        )
         await third.start()
         members = (first, second, third)
-        await wait_until(lambda: sorted(len(_owned(c)) for c in members) == [2, 2, 2], what="split in three")
+        await eventually(
+            lambda: sorted(len(_owned(c)) for c in members) == [2, 2, 2], what="split in three", timeout=20.0
+        )
         assert sorted(q for c in members for q in _owned(c)) == list(range(6)), "each queue has one owner"
         await produce(server.namesrv, "Rebal", 90, prefix="b")
-        await wait_until(lambda: len(got.distinct()) == 150, what="second batch across three instances")
+        await eventually(
+            lambda: len(got.distinct()) == 150, what="second batch across three instances", timeout=20.0
+        )
         for c in members:
             await c.drain()
         await third.shutdown()
-        await wait_until(lambda: sorted(len(_owned(c)) for c in (first, second)) == [3, 3], what="third left")
+        await eventually(
+            lambda: sorted(len(_owned(c)) for c in (first, second)) == [3, 3], what="third left", timeout=20.0
+        )
         await second.shutdown()
-        await wait_until(lambda: _owned(first) == list(range(6)), what="only the first is left")
+        await eventually(lambda: _owned(first) == list(range(6)), what="only the first is left", timeout=20.0)
         await produce(server.namesrv, "Rebal", 30, prefix="c")
-        await wait_until(lambda: len(got.distinct()) == 180, what="third batch")
+        await eventually(lambda: len(got.distinct()) == 180, what="third batch", timeout=20.0)
         await first.drain()
         await first.shutdown()
         assert got.duplicates() == {}, "with offsets persisted on every hand-over nothing is consumed twice"
@@ -75,11 +85,13 @@ def test_orderly_keeps_per_queue_order_through_failures_and_a_rebalance(server: 
         await a.start()
         # four order keys; each key's messages go to one queue in sequence
         await produce(server.namesrv, "Ordered", 80, prefix="", sharding=lambda i: f"key-{i % 4}")
-        await wait_until(lambda: len(got.distinct()) >= 30, what="some progress before the second instance")
+        await eventually(
+            lambda: len(got.distinct()) >= 30, what="some progress before the second instance", timeout=20.0
+        )
         b = consumer(server.namesrv, "OrderGroup", "Ordered", got, orderly=True, consume_from_where=FIRST)
         await b.start()
         await produce(server.namesrv, "Ordered", 80, prefix="", sharding=lambda i: f"key-{i % 4}", start=80)
-        await wait_until(lambda: len(got.distinct()) == 160, timeout=40, what="all ordered messages")
+        await eventually(lambda: len(got.distinct()) == 160, timeout=40, what="all ordered messages")
         await a.shutdown()
         await b.shutdown()
         by_key: dict[int, list[int]] = {}
@@ -109,13 +121,13 @@ def test_broker_restart_mid_stream(tmp_path: Path) -> None:
             c = consumer(srv.namesrv, "RestartGroup", "Restarted", got, consume_from_where=FIRST)
             await c.start()
             await produce(srv.namesrv, "Restarted", 40, prefix="before")
-            await wait_until(lambda: len(got.distinct()) == 40, what="before the restart")
+            await eventually(lambda: len(got.distinct()) == 40, what="before the restart", timeout=20.0)
             await c.drain()
             assert srv.stop() == 0
             await asyncio.sleep(0.5)
             srv.start()
             await produce(srv.namesrv, "Restarted", 40, prefix="after")
-            await wait_until(lambda: len(got.distinct()) == 80, timeout=30, what="the consumer resumes")
+            await eventually(lambda: len(got.distinct()) == 80, timeout=30, what="the consumer resumes")
             await c.shutdown()
             assert not any(b.startswith(b"before") for b in got.duplicates())
 

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from tests.consumer_support import Collector, committed_offsets, consumer, create_topic, produce, wait_until
-from tests.support import ServerProcess, run, unique
+from tests.consumer_support import Collector, committed_offsets, consumer, produce
+from tests.support import ServerProcess, create_topic, eventually, run, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus
 from tidemq.remoting.message import MessageExt
 
@@ -44,7 +44,7 @@ def test_work_finished_during_shutdown_is_committed(server: ServerProcess, order
         )
         await first.start()
         try:
-            await wait_until(lambda: len(finished) >= 4, what="the first listeners to finish")
+            await eventually(lambda: len(finished) >= 4, what="the first listeners to finish", timeout=20.0)
         finally:
             await first.shutdown()  # other listeners are mid-way: they finish during the shutdown
         committed = await committed_offsets(server.broker, group, topic, 4)
@@ -59,8 +59,10 @@ def test_work_finished_during_shutdown_is_committed(server: ServerProcess, order
         second = consumer(server.namesrv, group, topic, again, orderly=orderly, consume_from_where=FIRST)
         await second.start()
         try:
-            await wait_until(
-                lambda: done_by_first | again.distinct() == everything, what="every message consumed"
+            await eventually(
+                lambda: done_by_first | again.distinct() == everything,
+                what="every message consumed",
+                timeout=20.0,
             )
             await second.drain()
         finally:

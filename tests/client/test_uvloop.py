@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.consumer_support import create_topic
-from tests.nsq_support import wait_until
-from tests.support import ServerProcess, unique
+from tests.support import ServerProcess, create_topic, eventually, unique
 from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.message import Message
@@ -72,7 +70,7 @@ def test_nsq_producer_and_consumer(nsqd: ServerProcess) -> None:
             await producer.publish(topic, bodies[0])
             await producer.multi_publish(topic, bodies[1:])
         try:
-            await wait_until(lambda: len(seen) >= len(bodies), what="all delivered")
+            await eventually(lambda: len(seen) >= len(bodies), what="all delivered")
         finally:
             await consumer.stop()
         assert sorted(seen) == sorted(bodies)

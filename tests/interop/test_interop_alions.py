@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.alions_support import QUEUES, create_topic, node, require_harness
-from tests.support import RawClient, ServerProcess, run, server_log, unique
+from tests.alions_support import QUEUES, node, require_harness
+from tests.support import RawClient, ServerProcess, create_topic, run, server_log, unique
 from tidemq.remoting.codes import RequestCode, ResponseCode
 
 pytestmark = pytest.mark.e2e
@@ -85,7 +85,7 @@ def prop(msg: Any, name: str) -> str | None:
 def test_alions_produce_then_raw_pull(server: ServerProcess) -> None:
     n = 200
     topic = unique("ali_produce")
-    create_topic(server, topic)
+    run(create_topic(server.broker, topic, routed_by=server.namesrv))
 
     res = node(
         "produce.js",
@@ -118,7 +118,7 @@ def test_raw_produce_then_alions_consume(server: ServerProcess) -> None:
     n = 200
     topic = unique("ali_consume")
     group = unique("CG_consume")
-    create_topic(server, topic)
+    run(create_topic(server.broker, topic, routed_by=server.namesrv))
     raw_produce(server, topic, [(f"cbody-{i}", "TagC", f"ck-{i}") for i in range(n)])
 
     res = node("consume.js", namesrv=server.namesrv, topic=topic, group=group, count=n)
@@ -143,7 +143,7 @@ def test_alions_retry_reconsume_times(server: ServerProcess) -> None:
     n, fail_first = 6, 3
     topic = unique("ali_retry")
     group = unique("CG_retry")
-    create_topic(server, topic)
+    run(create_topic(server.broker, topic, routed_by=server.namesrv))
     raw_produce(server, topic, [(f"rbody-{i}", "TagR", f"rk-{i}") for i in range(n)])
 
     t0 = time.monotonic()
@@ -177,7 +177,7 @@ def test_alions_retry_reconsume_times(server: ServerProcess) -> None:
 def test_alions_tag_filter(server: ServerProcess) -> None:
     topic = unique("ali_tags")
     group = unique("CG_tags")
-    create_topic(server, topic)
+    run(create_topic(server.broker, topic, routed_by=server.namesrv))
     # Untagged messages (no TAGS property, tags code 0) pass ali-ons' client-side tag check
     # (NOTES.md), so only the broker's filter on the pull's subscription keeps them out.
     tags: list[str | None] = ["A", "B", "C", None, "AB", "D"]

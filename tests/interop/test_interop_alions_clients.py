@@ -18,8 +18,8 @@ from collections import Counter
 
 import pytest
 
-from tests.alions_support import create_topic, node, require_harness
-from tests.support import RawClient, ServerProcess, run, server_log, unique
+from tests.alions_support import node, require_harness
+from tests.support import RawClient, ServerProcess, create_topic, run, server_log, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel, PushConsumer
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.producer import Producer
@@ -75,7 +75,7 @@ def test_tidemq_producer_then_alions_consume(server: ServerProcess) -> None:
     n, n_batch = 40, 8
     topic = unique("tq_to_ali")
     group = unique("CG_tq_to_ali")
-    create_topic(server, topic)
+    run(create_topic(server.broker, topic, routed_by=server.namesrv))
 
     singles = [Message(topic, f"tbody-{i}".encode(), tags="TagT", keys=f"tk-{i}") for i in range(n)]
     # Several keys: both sides join them with a space in the KEYS property.
@@ -125,7 +125,7 @@ def test_alions_produce_then_tidemq_push_consumer(server: ServerProcess) -> None
     n = 60
     topic = unique("ali_to_tq")
     group = unique("CG_ali_to_tq")
-    create_topic(server, topic)
+    run(create_topic(server.broker, topic, routed_by=server.namesrv))
 
     res = node(
         "produce.js",
@@ -185,7 +185,9 @@ def test_alions_retry_of_tidemq_produced_messages(server: ServerProcess) -> None
     """ali-ons rejects the first delivery (CONSUMER_SEND_MSG_BACK); the retry keeps body, tags, keys."""
     topic = unique("tq_ali_retry")
     group = unique("CG_tq_ali_retry")
-    create_topic(server, topic, queues=1)  # one queue: delivery order is send order
+    run(
+        create_topic(server.broker, topic, queues=1, routed_by=server.namesrv)
+    )  # one queue: delivery order is send order
     # The first message (the one that fails) is the compressed one, so the retry copy must keep the
     # compressed flag (or be stored inflated) for ali-ons to read it back.
     msgs = [

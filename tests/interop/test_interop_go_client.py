@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.consumer_support import drain
-from tests.interop.test_interop_java_client import create_topic, dead_letters, send_ok_and_poison
-from tests.support import ScriptRun, ServerProcess, run, run_script, unique
+from tests.interop.test_interop_java_client import dead_letters, send_ok_and_poison
+from tests.support import ScriptRun, ServerProcess, create_topic, run, run_script, unique
 from tidemq.client import Message, Producer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.go_client]
@@ -42,7 +42,7 @@ def events(result: ScriptRun, event: str) -> list[dict[str, Any]]:
 
 def test_go_producer_every_send_mode_is_consumed_by_tidemq(server: ServerProcess) -> None:
     topic = unique("GoSends")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
     modes = "sync,async,oneway,batch,ordered,delay"
     produced = go(server, "produce", topic=topic, mode=modes, count=4, shards=2, tag="TagG")
     sent = events(produced, "sent")
@@ -76,7 +76,7 @@ def test_go_producer_every_send_mode_is_consumed_by_tidemq(server: ServerProcess
 
 def test_tidemq_messages_reach_a_go_push_consumer_through_retry_to_the_dlq(server: ServerProcess) -> None:
     topic, group = unique("ToGo"), unique("GoPush")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
 
     run(send_ok_and_poison(server.namesrv, topic))
     consumed = go(
@@ -107,7 +107,7 @@ def test_tidemq_messages_reach_a_go_push_consumer_through_retry_to_the_dlq(serve
 
 def test_go_orderly_and_broadcasting_consumers(server: ServerProcess) -> None:
     topic = unique("OrderToGo")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
 
     async def produce() -> None:
         async with Producer(unique("PG"), server.namesrv) as producer:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.consumer_support import Collector, consumer, drain, wait_until
+from tests.consumer_support import Collector, consumer, drain
 from tests.java_client_support import JavaPeer, events
-from tests.support import RawClient, ServerProcess, run, unique
+from tests.support import RawClient, ServerProcess, create_topic, eventually, run, unique
 from tidemq.client import Message, Producer
 from tidemq.client.admin import Admin
 from tidemq.client.consumer import ConsumeFromWhere
@@ -38,15 +38,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 @pytest.fixture
 def java(server: ServerProcess, tmp_path: Path) -> JavaPeer:
     return JavaPeer(server.namesrv, tmp_path / "java-home")
-
-
-async def create_topic(server: ServerProcess, topic: str, queues: int = 4) -> None:
-    c = await RawClient.open(server.broker)
-    try:
-        resp = await c.create_topic(topic, queues)
-        assert resp.code == 0, resp
-    finally:
-        c.close()
 
 
 async def drain_queue(server: ServerProcess, topic: str, queue_id: int = 0) -> list[MessageExt]:
@@ -88,7 +79,7 @@ async def committed(server: ServerProcess, group: str, topic: str, total: int) -
 
 def test_java_producer_every_send_mode_is_consumed_by_tidemq(server: ServerProcess, java: JavaPeer) -> None:
     topic = unique("JavaSends")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
     modes = "sync,async,oneway,batch,ordered,delay"
     produced = java.run("produce", topic=topic, mode=modes, count=4, shards=2, tag="TagJ")
     sent = events(produced, "sent")
@@ -128,7 +119,7 @@ def test_java_producer_every_send_mode_is_consumed_by_tidemq(server: ServerProce
 def test_java_compressed_body_round_trips_through_tidemq(server: ServerProcess, java: JavaPeer) -> None:
     """Java compresses bodies over 4 KiB; tidemq's consumer inflates them, and the reverse."""
     topic = unique("JavaBig")
-    run(create_topic(server, topic, 1))
+    run(create_topic(server.broker, topic, 1))
     java.run("produce", topic=topic, count=1, body_size=6000, body_prefix="big-")
     big_py = b"py-big" + b"." * 9000
 
@@ -161,7 +152,7 @@ def test_tidemq_messages_reach_a_java_push_consumer_through_retry_to_the_dlq(
     """Concurrently: RECONSUME_LATER sends the message back (CONSUMER_SEND_MSG_BACK), it returns through
     %RETRY%group with its properties and reconsume count, and past max reconsume times lands in %DLQ%."""
     topic, group = unique("ToJava"), unique("JavaPush")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
 
     run(send_ok_and_poison(server.namesrv, topic))
     consumed = java.run(
@@ -200,7 +191,7 @@ def test_java_orderly_consumer_keeps_key_order_and_dead_letters_a_poison_message
     (SUSPEND_CURRENT_QUEUE_A_MOMENT) and, past max reconsume times, sent to %DLQ% by the client's inner
     producer through %RETRY%group while its queue goes on in order."""
     topic, group = unique("OrderToJava"), unique("JavaOrderly")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
 
     async def produce() -> None:
         async with Producer(unique("PG"), server.namesrv) as producer:
@@ -237,7 +228,7 @@ def test_java_orderly_consumer_keeps_key_order_and_dead_letters_a_poison_message
 
 def test_java_broadcasting_consumers_each_get_every_message(server: ServerProcess, java: JavaPeer) -> None:
     topic = unique("BcastToJava")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
 
     async def produce() -> None:
         async with Producer(unique("PG"), server.namesrv) as producer:
@@ -256,7 +247,7 @@ def test_java_broadcasting_consumers_each_get_every_message(server: ServerProces
 
 def test_java_lite_pull_consumer_assign_seek_and_subscribe(server: ServerProcess, java: JavaPeer) -> None:
     topic = unique("LiteToJava")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
 
     async def produce() -> None:
         c = await RawClient.open(server.broker)
@@ -295,7 +286,7 @@ def test_mqadmin_calls_answer_about_tidemq_clients(server: ServerProcess, java: 
     master, progress and connections of an online tidemq consumer group (through the broker asking the
     client for its running info), and messages by offset id, unique key and key."""
     topic, group, created = unique("AdminJava"), unique("PyGroup"), unique("AdminCreated")
-    run(create_topic(server, topic))
+    run(create_topic(server.broker, topic))
 
     async def scenario() -> None:
         async with Producer(unique("PG"), server.namesrv) as producer:
@@ -307,7 +298,7 @@ def test_mqadmin_calls_answer_about_tidemq_clients(server: ServerProcess, java: 
         c = consumer(server.namesrv, group, topic, got, consume_from_where=FIRST)
         await c.start()
         try:
-            await wait_until(lambda: len(got.distinct()) == 6, timeout=30, what="six messages")
+            await eventually(lambda: len(got.distinct()) == 6, timeout=30, what="six messages")
             await committed(server, group, topic, 6)
             first = results[0]
             calls = [

@@ -31,10 +31,10 @@ import trustme
 
 from tests.interop.test_interop_nsq import MPUB_BATCH, make_bodies, raw_drain, raw_publish
 from tests.nsq.nsqd.test_nsqd_errors import check_accepted, check_error, open_in
-from tests.nsq_support import LookupdProcess, RawNsq, tls_files, trusting, wait_until
+from tests.nsq_support import LookupdProcess, RawNsq, tls_files, trusting
 from tests.nsqd_error_cases import ACCEPTED, CASES, LIMITS_ARGS, Accepted, Case
 from tests.real_nsq_support import RealLookupd, RealNsqd, nsq_binaries
-from tests.support import ServerProcess, run, unique, wait_for
+from tests.support import ServerProcess, eventually, run, unique, wait_for
 from tidemq.nsq.client import Consumer, Message, Producer, ProtocolError
 from tidemq.nsq.protocol import FrameType
 
@@ -200,7 +200,7 @@ async def consume_all(
 
     consumer.add_handler(handler, concurrency=3)
     await connect  # type: ignore[misc]
-    await wait_until(lambda: len(got) >= count, timeout=timeout, what=f"{count} messages")
+    await eventually(lambda: len(got) >= count, timeout=timeout, what=f"{count} messages")
     await asyncio.sleep(0.2)  # a duplicate would show up here
     await consumer.stop()
     return got
@@ -228,7 +228,7 @@ def test_consumer_consumes_and_finishes_everything(real: RealNsqd, ca: trustme.C
         got: list[Message] = []
         consumer.add_handler(handler, concurrency=3)
         await consumer.connect_to_nsqd(real.nsqd)
-        await wait_until(lambda: len(got) >= len(bodies), timeout=30, what="every message")
+        await eventually(lambda: len(got) >= len(bodies), timeout=30, what="every message")
         await asyncio.sleep(0.2)  # a duplicate would show up here
         await consumer.stop()
         mode = compression.split("_")
@@ -262,7 +262,7 @@ def test_consumer_through_the_real_lookupd_spreads_rdy_over_two_nsqd(
 
         consumer.add_handler(handler)
         await consumer.connect_to_lookupd(lookupd.http)
-        await wait_until(lambda: len(got) >= 80, timeout=30, what="80 messages from two nsqd")
+        await eventually(lambda: len(got) >= 80, timeout=30, what="80 messages from two nsqd")
         addrs = {c.addr for c in consumer.connections()}
         await consumer.stop()
         return got, rdys, addrs
@@ -295,7 +295,7 @@ def test_max_in_flight_1_rotates_over_two_real_nsqd(pair: list[RealNsqd]) -> Non
 
         consumer.add_handler(handler)
         await consumer.connect_to_nsqds([p.nsqd for p in pair])
-        await wait_until(lambda: len(got) >= 8, timeout=30, what="8 messages")
+        await eventually(lambda: len(got) >= 8, timeout=30, what="8 messages")
         await consumer.stop()
         return got, peak
 
@@ -332,12 +332,12 @@ def test_backoff_req_and_touch_against_the_real_nsqd(real: RealNsqd) -> None:
         await consumer.connect_to_nsqd(real.nsqd)
         identify = consumer.connections()[0].identify
         assert identify is not None and identify.msg_timeout == 1000
-        await wait_until(lambda: rdy() == 4, what="RDY 4")
+        await eventually(lambda: rdy() == 4, what="RDY 4")
         await publish_bodies(real.nsqd, topic, [b"fail"])
-        await wait_until(lambda: len(handled.get(b"fail", [])) == 2, what="the failed message back")
-        await wait_until(lambda: rdy() == 4, what="out of backoff")
+        await eventually(lambda: len(handled.get(b"fail", [])) == 2, what="the failed message back")
+        await eventually(lambda: rdy() == 4, what="out of backoff")
         await publish_bodies(real.nsqd, topic, [b"slow", b"later", b"ok"])
-        await wait_until(
+        await eventually(
             lambda: len(handled) == 4 and len(handled[b"later"]) == 2 and rdy() == 4, what="all handled"
         )
         await asyncio.sleep(1.5)  # a slow message that was not kept alive would come back by now

@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.consumer_support import (
-    Collector,
-    check_property_rules,
-    consumer,
-    drain,
-    property_rules_scenario,
-    wait_until,
-)
+from tests.consumer_support import Collector, check_property_rules, consumer, drain, property_rules_scenario
 from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, java_cluster
-from tests.support import run, tidemq_cli, unique
+from tests.support import eventually, run, tidemq_cli, unique
 from tidemq.client import (
     BlockingLitePullConsumer,
     BlockingProducer,
@@ -108,7 +101,7 @@ def test_push_consumer_failures_go_through_the_real_retry_topic_to_the_dlq(clust
                 for i in range(10):
                     await producer.send(Message(topic, b"ok%d" % i))
                 await producer.send(Message(topic, b"poison"))
-            await wait_until(
+            await eventually(
                 lambda: got.bodies.count(b"poison") == 3 and len(got.distinct()) == 11,
                 timeout=60,
                 what="the ten good messages, and the poison one with its 2 redeliveries",
@@ -138,7 +131,7 @@ def test_orderly_consumer_keeps_each_queue_in_order_under_the_broker_locks(clust
         for c in members:
             await c.start()
         try:
-            await wait_until(lambda: len(got.distinct()) == 60, timeout=60, what="60 messages")
+            await eventually(lambda: len(got.distinct()) == 60, timeout=60, what="60 messages")
         finally:
             for c in members:
                 await c.shutdown()
@@ -178,7 +171,7 @@ def test_broadcasting_consumers_each_get_every_message(cluster: JavaCluster, tmp
             async with Producer(unique("PG"), cluster.namesrv) as producer:
                 for i in range(20):
                     await producer.send(Message(topic, b"b%d" % i))
-            await wait_until(lambda: all(len(s.distinct()) == 20 for s in seen), timeout=60, what="20 each")
+            await eventually(lambda: all(len(s.distinct()) == 20 for s in seen), timeout=60, what="20 each")
         finally:
             for c in members:
                 await c.shutdown()

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.consumer_support import Collector, consumer, wait_until
+from tests.consumer_support import Collector, consumer
 from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, java_cluster
-from tests.support import run, unique
+from tests.support import eventually, run, unique
 from tidemq.client import Message, Producer
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer import ConsumeFromWhere
@@ -83,12 +83,12 @@ def test_broker_killed_under_load_loses_nothing_acknowledged(sync_cluster: JavaC
             assert failed <= 5, f"{failed} sends failed outright"
             # broker-b's messages are consumed while broker-a is down ...
             on_b = {b for b, broker in acked.items() if broker == "broker-b"}
-            await wait_until(
+            await eventually(
                 lambda: on_b <= got.distinct(), timeout=CONSUME_TIMEOUT_S, what="broker-b's messages"
             )
             # ... and broker-a's once it is back, from its own SYNC_FLUSH'ed log
             await asyncio.to_thread(cluster.restart_broker, "broker-a")
-            await wait_until(
+            await eventually(
                 lambda: set(acked) <= got.distinct(),
                 timeout=CONSUME_TIMEOUT_S,
                 what=f"every acknowledged message ({len(set(acked) - got.distinct())} missing)",

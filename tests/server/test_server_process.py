@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import RawClient, ServerProcess, free_port, run
+from tests.support import RawClient, ServerProcess, TwoBrokers, free_port, run
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.transport import RemotingError
 
@@ -233,50 +233,26 @@ def test_config_file_sets_options(tmp_path: Path) -> None:
         assert proc.wait(20) == 0
 
 
-def test_separate_name_server_with_two_brokers(tmp_path: Path) -> None:
-    namesrv = ServerProcess(tmp_path / "ns", command="namesrv").start()
-    brokers = [
-        ServerProcess(
-            tmp_path / f"b{i}",
-            "--namesrv",
-            namesrv.namesrv,
-            "--broker-name",
-            f"broker-{i}",
-            "--cluster",
-            "TwoBrokers",
-            command="broker",
-        ).start()
-        for i in range(2)
-    ]
-    try:
+async def test_separate_name_server_with_two_brokers(two_brokers: TwoBrokers) -> None:
+    namesrv, brokers = two_brokers.namesrv, two_brokers.brokers
+    for b in brokers:
+        c = await RawClient.open(b.broker)
+        assert (await c.create_topic("Shared", 2)).code == ResponseCode.SUCCESS
+        c.close()
+    ns = await RawClient.open(namesrv.namesrv)
+    route = await ns.route("Shared")
+    assert route is not None
+    assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-0", "broker-1"]
+    addrs = {d["brokerName"]: d["brokerAddrs"]["0"] for d in route["brokerDatas"]}
+    assert addrs == {"broker-0": brokers[0].broker, "broker-1": brokers[1].broker}
+    ns.close()
 
-        async def scenario() -> None:
-            for b in brokers:
-                c = await RawClient.open(b.broker)
-                assert (await c.create_topic("Shared", 2)).code == ResponseCode.SUCCESS
-                c.close()
-            ns = await RawClient.open(namesrv.namesrv)
-            route = await ns.route("Shared")
-            assert route is not None
-            assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-0", "broker-1"]
-            addrs = {d["brokerName"]: d["brokerAddrs"]["0"] for d in route["brokerDatas"]}
-            assert addrs == {"broker-0": brokers[0].broker, "broker-1": brokers[1].broker}
-            ns.close()
+    assert brokers[1].stop() == 0  # unregisters: its queues leave the route
 
-        run(scenario())
-        assert brokers[1].stop() == 0  # unregisters: its queues leave the route
-
-        async def after() -> None:
-            ns = await RawClient.open(namesrv.namesrv)
-            route = await ns.route("Shared")
-            assert route is not None and [q["brokerName"] for q in route["queueDatas"]] == ["broker-0"]
-            ns.close()
-
-        run(after())
-    finally:
-        for b in brokers:
-            b.stop()
-        namesrv.stop()
+    ns = await RawClient.open(namesrv.namesrv)
+    route = await ns.route("Shared")
+    assert route is not None and [q["brokerName"] for q in route["queueDatas"]] == ["broker-0"]
+    ns.close()
 
 
 def test_topic_auto_creation_can_be_switched_off(tmp_path: Path) -> None:

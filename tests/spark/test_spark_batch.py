@@ -8,8 +8,8 @@ import time
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.spark_support import create_topic, jobs_started, publish, read_source, spark
-from tests.support import ServerProcess, free_port
+from tests.spark_support import jobs_started, publish, read_source, spark
+from tests.support import ServerProcess, create_topic, free_port, run
 from tidemq.spark import SCHEMA
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +20,7 @@ __all__ = ["spark"]
 @pytest.fixture(scope="module")
 def known(server: ServerProcess) -> dict[int, list]:  # type: ignore[type-arg]
     """Topic SparkBatch: queue 0 holds five messages, queue 1 three, queue 2 none."""
-    create_topic(server, "SparkBatch", 3)
+    run(create_topic(server.broker, "SparkBatch", 3, routed_by=server.namesrv))
     q0 = publish(
         server,
         "SparkBatch",
@@ -129,7 +129,7 @@ def test_tag_filter_returns_only_matching_messages_at_their_offsets(
 def test_multiple_topics_in_one_read(
     spark: SparkSession, server: ServerProcess, known: dict[int, list]
 ) -> None:  # type: ignore[type-arg]
-    create_topic(server, "SparkBatchOther", 1)
+    run(create_topic(server.broker, "SparkBatchOther", 1, routed_by=server.namesrv))
     publish(server, "SparkBatchOther", 0, [b"a", b"b"])
     rows = read_source(spark, server, "SparkBatch, SparkBatchOther")
     assert {r.topic for r in rows} == {"SparkBatch", "SparkBatchOther"}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.spark_support import create_topic, publish_many, read_source, spark, stream, to_parquet
-from tests.support import ServerProcess, run, wait_for
+from tests.spark_support import publish_many, read_source, spark, stream, to_parquet
+from tests.support import ServerProcess, create_topic, run, wait_for
 from tidemq.client import api
 from tidemq.remoting.transport import connect
 from tidemq.spark.offsets import DataLossError, QueueRange
@@ -58,7 +58,7 @@ def lost(
 ) -> tuple[Path, int]:
     """A stream read offsets 0-4, then retention removed what came next; returns (its dir, min offset)."""
     out = tmp_path_factory.mktemp("lossy-stream")
-    create_topic(forgetful, TOPIC, 1)
+    run(create_topic(forgetful.broker, TOPIC, 1, routed_by=forgetful.namesrv))
     publish_many(forgetful, TOPIC, 1, 5, "early", size=1000)
     stream_to_parquet(spark, forgetful, out)
     publish_many(forgetful, TOPIC, 1, 300, "late", size=1000, batch=10)

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.spark_support import create_topic, parquet_files, publish_many, spark
-from tests.support import ServerProcess, wait_for
+from tests.spark_support import parquet_files, publish_many, spark
+from tests.support import ServerProcess, create_topic, run, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +53,7 @@ def driver(
 def test_killed_driver_resumes_from_checkpoint_with_every_message_once(
     spark: SparkSession, server: ServerProcess, tmp_path: Path
 ) -> None:
-    create_topic(server, TOPIC, 2)
+    run(create_topic(server.broker, TOPIC, 2, routed_by=server.namesrv))
     publish_many(server, TOPIC, 2, 40, "before")
     out, checkpoint, marker, log = (
         tmp_path / "out",

@@ -8,7 +8,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.spark_support import (
-    create_topic,
     group_progress,
     publish_many,
     read_source,
@@ -17,7 +16,7 @@ from tests.spark_support import (
     stream,
     to_parquet,
 )
-from tests.support import ServerProcess, free_port
+from tests.support import ServerProcess, create_topic, free_port, run
 
 pytestmark = pytest.mark.e2e
 
@@ -33,7 +32,7 @@ def keys_in(spark: SparkSession, out: Path) -> list[tuple[int, int]]:
 def test_available_now_twice_from_one_checkpoint_reads_exactly_the_new_messages(
     spark: SparkSession, server: ServerProcess, tmp_path: Path
 ) -> None:
-    create_topic(server, "SparkStream", 2)
+    run(create_topic(server.broker, "SparkStream", 2, routed_by=server.namesrv))
     publish_many(server, "SparkStream", 2, 10, "first")
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     df = stream(spark, server, "SparkStream", startingOffsets="earliest")
@@ -54,7 +53,7 @@ def test_available_now_twice_from_one_checkpoint_reads_exactly_the_new_messages(
 def test_starting_offsets_latest_skips_what_is_already_there(
     spark: SparkSession, server: ServerProcess, tmp_path: Path
 ) -> None:
-    create_topic(server, "SparkLatest", 1)
+    run(create_topic(server.broker, "SparkLatest", 1, routed_by=server.namesrv))
     publish_many(server, "SparkLatest", 1, 5, "old")
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     to_parquet(stream(spark, server, "SparkLatest"), out, checkpoint)  # default: latest
@@ -66,7 +65,7 @@ def test_starting_offsets_latest_skips_what_is_already_there(
 def test_max_offsets_per_trigger_splits_the_backlog_into_bounded_batches(
     spark: SparkSession, server: ServerProcess, tmp_path: Path
 ) -> None:
-    create_topic(server, "SparkLimit", 2)
+    run(create_topic(server.broker, "SparkLimit", 2, routed_by=server.namesrv))
     publish_many(server, "SparkLimit", 2, 20, "limited")
     df = stream(spark, server, "SparkLimit", startingOffsets="earliest", maxOffsetsPerTrigger="10")
     query = to_parquet(df, tmp_path / "out", tmp_path / "checkpoint")
@@ -78,7 +77,7 @@ def test_max_offsets_per_trigger_splits_the_backlog_into_bounded_batches(
 def test_consumer_group_offsets_show_in_group_progress(
     spark: SparkSession, server: ServerProcess, tmp_path: Path
 ) -> None:
-    create_topic(server, "SparkGroup", 3)
+    run(create_topic(server.broker, "SparkGroup", 3, routed_by=server.namesrv))
     publish_many(server, "SparkGroup", 3, 12, "grouped")
     df = stream(spark, server, "SparkGroup", startingOffsets="earliest", consumerGroup="spark-pipeline")
     to_parquet(df, tmp_path / "out", tmp_path / "checkpoint")
@@ -96,8 +95,8 @@ def test_consumer_group_offsets_show_in_group_progress(
 
 
 def test_stream_from_topic_to_topic(spark: SparkSession, server: ServerProcess, tmp_path: Path) -> None:
-    create_topic(server, "SparkPipeIn", 2)
-    create_topic(server, "SparkPipeOut", 2)
+    run(create_topic(server.broker, "SparkPipeIn", 2, routed_by=server.namesrv))
+    run(create_topic(server.broker, "SparkPipeOut", 2, routed_by=server.namesrv))
     publish_many(server, "SparkPipeIn", 2, 25, "piped")
     df = stream(spark, server, "SparkPipeIn", startingOffsets="earliest")
     upper = df.selectExpr("upper(cast(body as string)) as body", "'shout' as tags", "msg_id as keys")
@@ -123,7 +122,7 @@ def test_stream_errors_name_the_option(spark: SparkSession, server: ServerProces
         ({"endingOffsets": "latest"}, "endingOffsets: only for batch queries"),
         ({"namesrv": f"127.0.0.1:{free_port()}"}, "namesrv: cannot use the name server"),
     ]
-    create_topic(server, "SparkStreamBad", 1)
+    run(create_topic(server.broker, "SparkStreamBad", 1, routed_by=server.namesrv))
     for i, (options, needle) in enumerate(bad):
         with pytest.raises(Exception) as info:
             to_parquet(

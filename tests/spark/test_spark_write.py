@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
-from tests.spark_support import create_topic, jobs_started, read_source, spark
-from tests.support import ServerProcess, free_port
+from tests.spark_support import jobs_started, read_source, spark
+from tests.support import ServerProcess, create_topic, free_port, run
 
 pytestmark = pytest.mark.e2e
 
@@ -34,8 +34,8 @@ def write(df, server: ServerProcess, **options: str) -> None:  # type: ignore[no
 
 
 def test_round_trip_dataframe_to_topics_and_back(spark: SparkSession, server: ServerProcess) -> None:
-    create_topic(server, "SparkWriteA", 2)
-    create_topic(server, "SparkWriteB", 2)
+    run(create_topic(server.broker, "SparkWriteA", 2, routed_by=server.namesrv))
+    run(create_topic(server.broker, "SparkWriteB", 2, routed_by=server.namesrv))
     schema = StructType(
         [
             StructField("topic", StringType()),
@@ -68,7 +68,7 @@ def test_round_trip_dataframe_to_topics_and_back(spark: SparkSession, server: Se
 
 
 def test_binary_bodies_and_topic_option(spark: SparkSession, server: ServerProcess) -> None:
-    create_topic(server, "SparkWriteBin", 1)
+    run(create_topic(server.broker, "SparkWriteBin", 1, routed_by=server.namesrv))
     bodies = [bytes([i, 255 - i, 0, 10]) for i in range(40)]
     df = spark.createDataFrame([(b, "ignored-topic-column") for b in bodies], "body binary, topic string")
     write(df, server, topic="SparkWriteBin")
@@ -78,7 +78,7 @@ def test_binary_bodies_and_topic_option(spark: SparkSession, server: ServerProce
 def test_broker_refusal_fails_the_task_with_the_brokers_reason(
     spark: SparkSession, small_server: ServerProcess
 ) -> None:
-    create_topic(small_server, "SparkWriteSmall", 1)
+    run(create_topic(small_server.broker, "SparkWriteSmall", 1, routed_by=small_server.namesrv))
     df = spark.createDataFrame([Row(body=b"y" * 4000)], StructType([StructField("body", BinaryType())]))
     with pytest.raises(Exception) as info:
         write(df, small_server, topic="SparkWriteSmall")

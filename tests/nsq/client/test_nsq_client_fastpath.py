@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.nsq_support import RawNsq, publish, wait_until
-from tests.support import ServerProcess, run
+from tests.nsq_support import RawNsq, publish
+from tests.support import ServerProcess, eventually, run
 from tidemq.nsq.client import Consumer, Message
 from tidemq.nsq.protocol import (
     MAGIC_V2,
@@ -159,7 +159,7 @@ def test_fins_go_out_as_one_block_in_order_with_rdy_and_req() -> None:
         consumer.add_handler(handler)
         try:
             await consumer.connect_to_nsqd(f"127.0.0.1:{port}")
-            await wait_until(lambda: len(sent) == 6, what="all responses")
+            await eventually(lambda: len(sent) == 6, what="all responses")
         finally:
             await consumer.stop(timeout=2)
             server.close()
@@ -217,8 +217,8 @@ def test_two_responses_reaching_the_consumer_are_written_once(
         consumer.add_handler(handler, concurrency=8)
         await consumer.connect_to_nsqd(nsqd.nsqd)
         await publish(nsqd.nsqd, "race", bodies)
-        await wait_until(lambda: len(raced) == len(bodies), timeout=20, what="every message raced")
-        await wait_until(
+        await eventually(lambda: len(raced) == len(bodies), timeout=20, what="every message raced")
+        await eventually(
             lambda: consumer.stats().messages_finished == len(bodies), timeout=20, what="all finished"
         )
         await asyncio.sleep(0.3)
@@ -255,7 +255,7 @@ def test_concurrency_is_a_limit_and_is_reached(nsqd: ServerProcess) -> None:
         consumer = Consumer("conc", "ch", max_in_flight=20)
         consumer.add_handler(handler, concurrency=3)
         await consumer.connect_to_nsqd(nsqd.nsqd)
-        await wait_until(lambda: done == 60, timeout=20, what="all handled")
+        await eventually(lambda: done == 60, timeout=20, what="all handled")
         await consumer.stop()
         assert peak == 3
         assert consumer.stats().messages_finished == 60

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import trustme
 
-from tests.nsq_support import AuthServer, tls_files, trusting, wait_until
-from tests.support import ServerProcess, run
+from tests.nsq_support import AuthServer, tls_files, trusting
+from tests.support import ServerProcess, eventually, run
 from tidemq.nsq.client import AuthError, Consumer, Message, NotConnectedError, Producer, ProtocolError
 
 pytestmark = pytest.mark.e2e
@@ -75,7 +75,7 @@ async def round_trip(addr: str, topic: str, **options: Any) -> list[dict[str, An
     await producer.publish(topic, bodies[0])
     await producer.multi_publish(topic, bodies[1:3])
     await asyncio.gather(*(producer.publish(topic, body) for body in bodies[3:]))
-    await wait_until(lambda: len(got) >= len(bodies), what="all bodies back")
+    await eventually(lambda: len(got) >= len(bodies), what="all bodies back")
     assert sorted(got) == sorted(bodies)
     answers = [
         conn.identify.raw for conn in [*consumer.connections(), producer._conn] if conn and conn.identify
@@ -162,7 +162,7 @@ def test_auth(auth_nsqd: ServerProcess) -> None:
         reader = Consumer("open", "ch", auth_secret="reader")
         reader.add_handler(handler)
         await reader.connect_to_nsqd(auth_nsqd.nsqd)
-        await wait_until(lambda: got == [b"hello"], what="authorized delivery")
+        await eventually(lambda: got == [b"hello"], what="authorized delivery")
         await reader.stop()
         await root.stop()
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.nsq_support import RawNsq, publish, wait_until
-from tests.support import ServerProcess, run
+from tests.nsq_support import RawNsq, publish
+from tests.support import ServerProcess, eventually, run
 from tidemq.nsq.client import (
     BlockingConsumer,
     Consumer,
@@ -51,7 +51,7 @@ def test_every_message_arrives_once_and_is_finished(nsqd: ServerProcess) -> None
         consumer.add_handler(handler, concurrency=4)
         await consumer.connect_to_nsqd(nsqd.nsqd)
         await publish(nsqd.nsqd, "once", bodies)
-        await wait_until(lambda: sum(seen.values()) >= len(bodies), what="all delivered")
+        await eventually(lambda: sum(seen.values()) >= len(bodies), what="all delivered")
         await asyncio.sleep(1.5)  # an unFINed message would come back after the 1 s msg timeout
         assert set(seen) == set(bodies) and set(seen.values()) == {1}
         stats = consumer.stats()
@@ -88,7 +88,7 @@ def test_handler_failure_requeues_with_growing_delay_then_gives_up(nsqd: ServerP
         consumer.add_handler(handler, failed_message_hook=hook)
         await consumer.connect_to_nsqd(nsqd.nsqd)
         await publish(nsqd.nsqd, "fails", [b"poison"])
-        await wait_until(lambda: failed, what="failed-message hook")
+        await eventually(lambda: failed, what="failed-message hook")
         assert [attempts for attempts, _ in deliveries] == [1, 2, 3]
         assert deliveries[1][1] - deliveries[0][1] >= 0.3  # REQ 300 ms (0.3 s x attempt 1)
         assert deliveries[2][1] - deliveries[1][1] >= 0.5  # 0.3 s x 2, capped at 0.5 s
@@ -117,7 +117,7 @@ def test_manual_responses_touch_and_first_response_wins(nsqd: ServerProcess) -> 
         consumer.add_handler(handler)
         await consumer.connect_to_nsqd(nsqd.nsqd)
         await publish(nsqd.nsqd, "manual", [b"slow", b"quick"])
-        await wait_until(lambda: len(held) == 2, what="both delivered")
+        await eventually(lambda: len(held) == 2, what="both delivered")
         slow, quick = sorted(held, key=lambda m: m.body != b"slow")
         quick.requeue(0, backoff=False)
         for _ in range(5):  # 2 s in total, twice the 1 s msg timeout: TOUCH keeps it ours
@@ -167,7 +167,7 @@ def test_never_more_unacknowledged_messages_than_max_in_flight(nsqd: ServerProce
         consumer.add_handler(handler, concurrency=8)
         await consumer.connect_to_nsqd(nsqd.nsqd)
         await publish(nsqd.nsqd, "window", [b"%d" % i for i in range(120)])
-        await wait_until(lambda: len(done) >= 120, what="all answered")
+        await eventually(lambda: len(done) >= 120, what="all answered")
         assert peak == 4, f"RDY 4 lets at most 4 unanswered messages in (peak {peak})"
         assert starved_seen
         assert [c.rdy for c in consumer.connections()] == [4]
@@ -193,7 +193,7 @@ def test_rdy_is_capped_at_the_servers_max_rdy_count(
         [conn] = consumer.connections()
         assert conn.rdy == 2500 and conn.identify is not None and conn.identify.max_rdy_count == 2500
         await publish(nsqd.nsqd, "bigwindow", [b"x"])
-        await wait_until(lambda: got, what="delivery")
+        await eventually(lambda: got, what="delivery")
         assert consumer.stats().connections == 1, "an RDY above the server's max would be fatal"
         await consumer.stop()
 
@@ -221,7 +221,7 @@ def test_heartbeats_are_answered_while_idle_and_while_handlers_are_slow(nsqd: Se
         await asyncio.sleep(3.0)  # the only handler is stuck; the connection must still answer heartbeats
         assert consumer.connections() == [conn] and not conn.is_closed
         release.set()
-        await wait_until(lambda: len(got) == 2, what="both handled")
+        await eventually(lambda: len(got) == 2, what="both handled")
         assert consumer.connections() == [conn]
         await consumer.stop()
 
@@ -242,7 +242,7 @@ def test_graceful_stop_answers_in_flight_messages(nsqd: ServerProcess) -> None:
         consumer.add_handler(handler, concurrency=10)
         await consumer.connect_to_nsqd(nsqd.nsqd)
         await publish(nsqd.nsqd, "graceful", [b"%d" % i for i in range(15)])
-        await wait_until(lambda: len(started) == 10, what="ten in flight")
+        await eventually(lambda: len(started) == 10, what="ten in flight")
         t0 = time.monotonic()
         await consumer.stop()
         assert time.monotonic() - t0 < 10, "stopped by the last FIN, not by the fallback"
@@ -327,17 +327,17 @@ def test_reconnects_to_a_restarted_nsqd(tmp_path: Path) -> None:
         consumer.add_handler(handler)
         await consumer.connect_to_nsqd(proc.nsqd)
         await publish(proc.nsqd, "restart", [b"before"])
-        await wait_until(lambda: got == [b"before"], what="first delivery")
+        await eventually(lambda: got == [b"before"], what="first delivery")
         await asyncio.to_thread(proc.stop)
-        await wait_until(lambda: consumer.stats().connections == 0, what="disconnect noticed")
+        await eventually(lambda: consumer.stats().connections == 0, what="disconnect noticed")
         await asyncio.sleep(0.5)  # a few failed reconnect attempts
         await asyncio.to_thread(proc.start)
-        await wait_until(lambda: consumer.stats().connections == 1, what="reconnected")
+        await eventually(lambda: consumer.stats().connections == 1, what="reconnected")
         await publish(proc.nsqd, "restart", [b"after"])
-        await wait_until(lambda: b"after" in got, what="delivery after restart")
+        await eventually(lambda: b"after" in got, what="delivery after restart")
         assert set(got) == {b"before", b"after"}  # "before" again if its FIN was still in transit at the stop
         await consumer.disconnect_from_nsqd(proc.nsqd)
-        await wait_until(lambda: consumer.stats().connections == 0, what="disconnected")
+        await eventually(lambda: consumer.stats().connections == 0, what="disconnected")
         await asyncio.sleep(0.5)
         assert consumer.stats().connections == 0, "a removed address is not reconnected"
         await consumer.stop()

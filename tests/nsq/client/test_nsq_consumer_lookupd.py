@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from tests.nsq_support import publish, wait_until
-from tests.support import ServerProcess, free_port, run
+from tests.nsq_support import publish
+from tests.support import ServerProcess, eventually, free_port, run
 from tidemq.nsq.client import Consumer, Message, NSQClientError
 
 pytestmark = pytest.mark.e2e
@@ -26,9 +26,9 @@ def test_discovers_nsqd_through_lookupd_trying_the_next_lookupd(server: ServerPr
         consumer.add_handler(handler)
         dead = f"127.0.0.1:{free_port()}"
         await consumer.connect_to_lookupds([dead, server.lookupd_http, server.lookupd_http])
-        await wait_until(lambda: consumer.stats().connections == 1, what="nsqd found via the second lookupd")
+        await eventually(lambda: consumer.stats().connections == 1, what="nsqd found via the second lookupd")
         assert [c.addr for c in consumer.connections()] == [server.nsqd]
-        await wait_until(lambda: got == [b"first"], what="delivery")
+        await eventually(lambda: got == [b"first"], what="delivery")
         with pytest.raises(NSQClientError):
             await consumer.disconnect_from_lookupd(f"127.0.0.1:{free_port()}")
         await consumer.disconnect_from_lookupd(dead)
@@ -71,7 +71,7 @@ def test_lookupd_query_headers_and_legacy_answer(server: ServerProcess) -> None:
         assert request.headers["Accept"] == "application/vnd.nsq; version=1.0"
         assert request.headers["Authorization"] == "Bearer s3cret"
         await publish(server.nsqd, "legacy", [b"via legacy lookupd"])
-        await wait_until(lambda: got == [b"via legacy lookupd"], what="delivery")
+        await eventually(lambda: got == [b"via legacy lookupd"], what="delivery")
         await consumer.stop()
         await asyncio.wait_for(runner.cleanup(), 10)
 

@@ -10,8 +10,8 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.nsq_support import LookupdProcess, publish, wait_until
-from tests.support import ServerProcess, run
+from tests.nsq_support import LookupdProcess, publish
+from tests.support import ServerProcess, eventually, run
 from tidemq.nsq.client import Consumer, Message
 
 pytestmark = pytest.mark.e2e
@@ -99,7 +99,7 @@ def test_max_in_flight_1_rotates_over_three_nsqd(cluster: list[ServerProcess]) -
         assert sum(c.rdy for c in consumer.connections()) == 1, "one credit for three connections"
         for proc in cluster:
             await publish(proc.nsqd, "rot1", [b"%d" % i for i in range(5)])
-        await wait_until(lambda: sum(by_nsqd.values()) >= 15, timeout=40, what="all 15 via rotation")
+        await eventually(lambda: sum(by_nsqd.values()) >= 15, timeout=40, what="all 15 via rotation")
         assert by_nsqd == Counter({p.nsqd: 5 for p in cluster})
         assert watch.peak_total_rdy == 1 and watch.peak_held == 1
         watch.stop()
@@ -127,7 +127,7 @@ def test_max_in_flight_32_is_split_over_three_nsqd(cluster: list[ServerProcess])
             assert sorted(c.rdy for c in consumer.connections()) == rdys
         for proc in cluster:
             await publish(proc.nsqd, "split32", [b"%d" % i for i in range(100)])
-        await wait_until(lambda: sum(by_nsqd.values()) >= 300, timeout=30, what="all 300")
+        await eventually(lambda: sum(by_nsqd.values()) >= 300, timeout=30, what="all 300")
         assert by_nsqd == Counter({p.nsqd: 100 for p in cluster})
         assert watch.peak_total_rdy <= 32 and 10 < watch.peak_held <= 32, "several nsqd deliver at once"
         watch.stop()
@@ -151,9 +151,9 @@ def test_max_in_flight_spread_over_three_nsqd_found_through_lookupd(
 
         consumer.add_handler(handler, concurrency=30)
         await consumer.connect_to_lookupd(lookupd.http.removeprefix("http://"))
-        await wait_until(lambda: len(consumer.connections()) == 3, timeout=20, what="three nsqd from lookupd")
+        await eventually(lambda: len(consumer.connections()) == 3, timeout=20, what="three nsqd from lookupd")
         assert sorted(c.rdy for c in consumer.connections()) == [10, 10, 10]
-        await wait_until(lambda: sum(by_nsqd.values()) >= 150, timeout=30, what="all 150")
+        await eventually(lambda: sum(by_nsqd.values()) >= 150, timeout=30, what="all 150")
         assert by_nsqd == Counter({p.nsqd: 50 for p in cluster})
         await consumer.stop()
 
@@ -185,11 +185,11 @@ def test_backoff_pauses_everything_then_tests_with_one_message_then_recovers(
         await consumer.connect_to_nsqds([a.nsqd, b.nsqd])
         assert sorted(c.rdy for c in consumer.connections()) == [3, 3]
         await publish(a.nsqd, "backoff", [b"fail"])
-        await wait_until(lambda: failed_at, what="the failure")
-        await wait_until(lambda: all(c.rdy == 0 for c in consumer.connections()), what="RDY 0 everywhere")
+        await eventually(lambda: failed_at, what="the failure")
+        await eventually(lambda: all(c.rdy == 0 for c in consumer.connections()), what="RDY 0 everywhere")
         await publish(a.nsqd, "backoff", [b"a%d" % i for i in range(5)])
         await publish(b.nsqd, "backoff", [b"b%d" % i for i in range(5)])
-        await wait_until(lambda: len(handled) == 11, what="everything handled")
+        await eventually(lambda: len(handled) == 11, what="everything handled")
 
         handled.sort(key=lambda item: item[1])
         window = 0.2 * 2  # backoff level 1
@@ -230,7 +230,7 @@ def test_change_max_in_flight_pauses_shrinks_and_resumes(cluster: list[ServerPro
         assert got == [], "max_in_flight 0 pauses delivery"
         consumer.change_max_in_flight(3)
         assert conn.rdy == 3
-        await wait_until(lambda: got == [b"held back"], what="delivery after resuming")
+        await eventually(lambda: got == [b"held back"], what="delivery after resuming")
         await consumer.stop()
 
         two = Consumer("change2", "ch", max_in_flight=4)

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from tests.nsq_support import LookupdProcess
-from tests.support import free_port, run
+from tests.support import eventually, free_port, run
 from tidemq.nsq.lookup_peer import LookupdRegistrar
 
 pytestmark = pytest.mark.e2e
@@ -40,18 +40,6 @@ async def get(session: aiohttp.ClientSession, url: str) -> tuple[int, Any]:
         return resp.status, await resp.json()
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Await ``check()`` (a coroutine function) until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met in time (last: {last!r})")
-
-
 def producers_of(session: aiohttp.ClientSession, base: str, topic: str) -> Callable[[], Any]:
     async def check() -> list[tuple[str, int, int]] | None:
         status, body = await get(session, f"{base}/lookup?topic={topic}")
@@ -71,33 +59,33 @@ def test_registers_existing_state_and_events(lookupd: LookupdProcess) -> None:
         async with aiohttp.ClientSession() as http:
             base = lookupd.http
             me = [("127.0.0.1", 4150, 4151)]
-            assert await eventually(producers_of(http, base, "lonely")) == me
-            assert await eventually(producers_of(http, base, "busy")) == me
+            assert await eventually(producers_of(http, base, "lonely"), timeout=15.0) == me
+            assert await eventually(producers_of(http, base, "busy"), timeout=15.0) == me
             assert sorted((await get(http, f"{base}/channels?topic=busy"))[1]["channels"]) == ["c1", "c2"]
             (node,) = (await get(http, f"{base}/nodes"))[1]["producers"]
             assert node["hostname"] == "registrar-host" and sorted(node["topics"]) == ["busy", "lonely"]
             assert registrar.lookupd_http_addresses() == [f"127.0.0.1:{lookupd.http_port}"]
 
             registrar.register("fresh")
-            assert await eventually(producers_of(http, base, "fresh")) == me
+            assert await eventually(producers_of(http, base, "fresh"), timeout=15.0) == me
             registrar.register("fresh", "c#ephemeral")
 
             async def has_channel() -> bool:
                 return (await get(http, f"{base}/channels?topic=fresh"))[1]["channels"] == ["c#ephemeral"]
 
-            await eventually(has_channel)
+            await eventually(has_channel, timeout=15.0)
             registrar.unregister("fresh", "c#ephemeral")
 
             async def channel_gone() -> bool:
                 return (await get(http, f"{base}/channels?topic=fresh"))[1]["channels"] == []
 
-            await eventually(channel_gone)
+            await eventually(channel_gone, timeout=15.0)
             registrar.unregister("lonely")
 
             async def lonely_gone() -> bool:
                 return await producers_of(http, base, "lonely")() == []
 
-            await eventually(lonely_gone)
+            await eventually(lonely_gone, timeout=15.0)
             assert await producers_of(http, base, "busy")() == me
             (peer,) = registrar.peers.values()
             assert peer.connects == 1
@@ -107,7 +95,7 @@ def test_registers_existing_state_and_events(lookupd: LookupdProcess) -> None:
             async def all_gone() -> bool:
                 return (await get(http, f"{base}/nodes"))[1]["producers"] == []
 
-            await eventually(all_gone)
+            await eventually(all_gone, timeout=15.0)
 
     run(scenario())
 
@@ -119,14 +107,14 @@ def test_reregisters_after_lookupd_restart(lookupd: LookupdProcess) -> None:
         registrar = LookupdRegistrar([lookupd.tcp], IDENTITY, lambda: list(state), **FAST)
         await registrar.start()
         async with aiohttp.ClientSession() as http:
-            assert await eventually(producers_of(http, lookupd.http, "before"))
+            assert await eventually(producers_of(http, lookupd.http, "before"), timeout=15.0)
             await asyncio.to_thread(lookupd.stop)
             state.append(("during", None))
             registrar.register("during")  # dropped while the lookupd is down; the reconnect covers it
             await asyncio.sleep(0.5)
             await asyncio.to_thread(lookupd.start)  # same ports, empty registration DB
-            assert await eventually(producers_of(http, lookupd.http, "before"))
-            assert await eventually(producers_of(http, lookupd.http, "during"))
+            assert await eventually(producers_of(http, lookupd.http, "before"), timeout=15.0)
+            assert await eventually(producers_of(http, lookupd.http, "during"), timeout=15.0)
             assert await get(http, f"{lookupd.http}/channels?topic=before") == (200, {"channels": ["ch"]})
             (peer,) = registrar.peers.values()
             assert peer.connects == 2
@@ -147,11 +135,11 @@ def test_dead_address_is_retried_with_backoff(
         started = time.monotonic()
         await registrar.start()
         async with aiohttp.ClientSession() as http:
-            assert await eventually(producers_of(http, lookupd.http, "alive"))
+            assert await eventually(producers_of(http, lookupd.http, "alive"), timeout=15.0)
             for i in range(300):  # commands while it is down must not each cost a connect attempt
                 registrar.register(f"t{i}")
                 await asyncio.sleep(0.01)
-            assert await eventually(producers_of(http, lookupd.http, "t299"))
+            assert await eventually(producers_of(http, lookupd.http, "t299"), timeout=15.0)
         peer = registrar.peers[dead]
         elapsed = time.monotonic() - started
         # Backoff 1 s (floor and cap): about one attempt a second, not one per command or ping.
@@ -175,13 +163,13 @@ def test_set_addresses_and_error_replies(lookupd: LookupdProcess) -> None:
         async with aiohttp.ClientSession() as http:
             await registrar.set_addresses([dead, lookupd.tcp])
             assert registrar.addresses == [dead, lookupd.tcp]
-            assert await eventually(producers_of(http, lookupd.http, "swapped"))
+            assert await eventually(producers_of(http, lookupd.http, "swapped"), timeout=15.0)
 
             state.append(("after_error", None))
             registrar.register("bad!name")  # the lookupd answers E_BAD_TOPIC and closes the connection
             registrar.register("after_error")
-            assert await eventually(producers_of(http, lookupd.http, "after_error"))
-            assert await eventually(producers_of(http, lookupd.http, "swapped"))
+            assert await eventually(producers_of(http, lookupd.http, "after_error"), timeout=15.0)
+            assert await eventually(producers_of(http, lookupd.http, "swapped"), timeout=15.0)
             assert registrar.peers[lookupd.tcp].connects == 2
 
             await registrar.set_addresses([dead])
@@ -190,7 +178,7 @@ def test_set_addresses_and_error_replies(lookupd: LookupdProcess) -> None:
             async def dropped() -> bool:
                 return await producers_of(http, lookupd.http, "swapped")() == []
 
-            await eventually(dropped)
+            await eventually(dropped, timeout=15.0)
         with pytest.raises(ValueError):
             await registrar.set_addresses(["no-port"])
         await registrar.close()

@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.nsq_support import RawNsq, nsqd_in_process, wait_until
-from tests.support import ServerProcess, free_port, hold_fsync, run
+from tests.nsq_support import RawNsq, nsqd_in_process
+from tests.support import ServerProcess, eventually, free_port, hold_fsync, run
 from tidemq.nsq.channel import DEADLINE_SLACK
 from tidemq.nsq.protocol import FrameParser, FrameType, decode_message, encode_command, encode_mpub
 from tidemq.store import FlushMode
@@ -328,7 +328,7 @@ def test_finished_messages_do_not_pile_up_in_the_deadline_heap(tmp_path: Path) -
                         sub.send("FIN", m.id)
                 assert kept is not None
                 channel = nsqd.topics["drain"].channels["ch"]
-                await wait_until(lambda: len(channel.in_flight) == 1, what="every FIN but one handled")
+                await eventually(lambda: len(channel.in_flight) == 1, what="every FIN but one handled")
                 assert channel._deadline_ids <= 2 + DEADLINE_SLACK < 3000
                 again = await sub.message(timeout=10)
                 assert (again.body, again.attempts) == (b"m0", 2)

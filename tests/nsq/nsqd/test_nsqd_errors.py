@@ -40,7 +40,7 @@ from tests.nsqd_error_cases import (
     mpub,
     size,
 )
-from tests.support import ServerProcess, run
+from tests.support import ServerProcess, eventually, run
 from tidemq.nsq.protocol import MAGIC_V2, FrameType
 
 pytestmark = pytest.mark.e2e
@@ -147,18 +147,6 @@ def channels_of(server: ServerProcess, topic: str) -> dict[str, dict[str, Any]] 
         if t["topic_name"] == topic:
             return {c["channel_name"]: c for c in t["channels"]}
     return None
-
-
-async def eventually(check: Any, timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll the (blocking) ``check`` in a thread until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await asyncio.to_thread(check)
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not met within {timeout} s (last: {value!r})")
-        await asyncio.sleep(0.1)
 
 
 # --- the table: code and fatality, description, accepted input --------------------------------------------
@@ -342,7 +330,9 @@ def test_req_timeout_above_max_is_clamped_not_fatal(limits: ServerProcess) -> No
             with pytest.raises(TimeoutError):
                 await sub.message(timeout=1.0)  # deferred (by up to an hour), not requeued at once
             channel = await eventually(
-                lambda: (channels_of(limits, "req_clamp") or {}).get("c"), what="channel in /stats"
+                lambda: (channels_of(limits, "req_clamp") or {}).get("c"),
+                what="channel in /stats",
+                in_thread=True,
             )
             assert channel["deferred_count"] == 1 and channel["requeue_count"] == 1
             assert channel["in_flight_count"] == 0
@@ -522,6 +512,7 @@ def test_disconnected_owner_cannot_be_finished_by_a_reconnect(roomy: ServerProce
             await eventually(
                 lambda: (channels_of(roomy, "reconnect") or {}).get("c", {}).get("client_count") == 0,
                 what="first consumer gone",
+                in_thread=True,
             )
             await again.sub("reconnect", "c")
             again.send("FIN", msg.id)
@@ -614,11 +605,13 @@ def test_ephemeral_channel_disappears_with_its_last_client(limits: ServerProcess
                     == 1
                 ),
                 what="one client left",
+                in_thread=True,
             )
             b.close()
             await eventually(
                 lambda: "gone#ephemeral" not in (channels_of(limits, "eph_topic") or {"gone#ephemeral": 1}),
                 what="ephemeral channel deleted",
+                in_thread=True,
             )
             durable.close()
             await asyncio.sleep(0.3)
@@ -639,7 +632,9 @@ def test_ephemeral_topic_goes_with_its_last_channel(limits: ServerProcess) -> No
         assert channels_of(limits, "vanish#ephemeral") is not None
         conn.close()
         await eventually(
-            lambda: channels_of(limits, "vanish#ephemeral") is None, what="ephemeral topic deleted"
+            lambda: channels_of(limits, "vanish#ephemeral") is None,
+            what="ephemeral topic deleted",
+            in_thread=True,
         )
 
     run(scenario())
@@ -751,7 +746,9 @@ def test_consumer_that_stops_reading_is_cut_off(roomy: ServerProcess) -> None:
                 published += batch
                 cut = await asyncio.to_thread(stuck_gone)
             if not cut:
-                await eventually(stuck_gone, timeout=10, what="the non-reading consumer cut off")
+                await eventually(
+                    stuck_gone, timeout=10, what="the non-reading consumer cut off", in_thread=True
+                )
             deadline = time.monotonic() + 30
             while len(received) < published and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
