@@ -27,52 +27,48 @@ def run_on_uvloop(coro: Coroutine[Any, Any, None]) -> None:
     uvloop.run(coro)
 
 
-def test_rocketmq_producer_and_lite_pull_consumer(server: ServerProcess) -> None:
+@pytest.mark.uvloop
+async def test_rocketmq_producer_and_lite_pull_consumer(server: ServerProcess) -> None:
     topic = unique("Uv")
 
-    async def scenario() -> None:
-        await create_topic(server.broker, topic)
-        async with Producer(unique("UvP"), server.namesrv) as producer:
-            await producer.send(Message(topic, b"single"))
-            await producer.send_batch([Message(topic, b"b%d" % i) for i in range(20)])
-        consumer = LitePullConsumer(
-            unique("UvC"), server.namesrv, consume_from_where=ConsumeFromWhere.FIRST_OFFSET
-        )
-        consumer.subscribe(topic, "*")
-        await consumer.start()
-        got: list[bytes] = []
-        try:
-            for _ in range(40):
-                got += [m.body for m in await consumer.poll(timeout=0.5)]
-                if len(got) >= 21:
-                    break
-        finally:
-            await consumer.shutdown()
-        assert sorted(got) == sorted([b"single"] + [b"b%d" % i for i in range(20)])
-
-    run_on_uvloop(scenario())
+    await create_topic(server.broker, topic)
+    async with Producer(unique("UvP"), server.namesrv) as producer:
+        await producer.send(Message(topic, b"single"))
+        await producer.send_batch([Message(topic, b"b%d" % i) for i in range(20)])
+    consumer = LitePullConsumer(
+        unique("UvC"), server.namesrv, consume_from_where=ConsumeFromWhere.FIRST_OFFSET
+    )
+    consumer.subscribe(topic, "*")
+    await consumer.start()
+    got: list[bytes] = []
+    try:
+        for _ in range(40):
+            got += [m.body for m in await consumer.poll(timeout=0.5)]
+            if len(got) >= 21:
+                break
+    finally:
+        await consumer.shutdown()
+    assert sorted(got) == sorted([b"single"] + [b"b%d" % i for i in range(20)])
 
 
-def test_nsq_producer_and_consumer(nsqd: ServerProcess) -> None:
+@pytest.mark.uvloop
+async def test_nsq_producer_and_consumer(nsqd: ServerProcess) -> None:
     topic = unique("uv")
     bodies = [b"n%d" % i for i in range(50)]
 
-    async def scenario() -> None:
-        seen: list[bytes] = []
+    seen: list[bytes] = []
 
-        async def handler(message: nsq.Message) -> None:
-            seen.append(message.body)
+    async def handler(message: nsq.Message) -> None:
+        seen.append(message.body)
 
-        consumer = nsq.Consumer(topic, "ch", max_in_flight=10)
-        consumer.add_handler(handler)
-        await consumer.connect_to_nsqd(nsqd.nsqd)
-        async with nsq.Producer(nsqd.nsqd) as producer:
-            await producer.publish(topic, bodies[0])
-            await producer.multi_publish(topic, bodies[1:])
-        try:
-            await eventually(lambda: len(seen) >= len(bodies), what="all delivered")
-        finally:
-            await consumer.stop()
-        assert sorted(seen) == sorted(bodies)
-
-    run_on_uvloop(scenario())
+    consumer = nsq.Consumer(topic, "ch", max_in_flight=10)
+    consumer.add_handler(handler)
+    await consumer.connect_to_nsqd(nsqd.nsqd)
+    async with nsq.Producer(nsqd.nsqd) as producer:
+        await producer.publish(topic, bodies[0])
+        await producer.multi_publish(topic, bodies[1:])
+    try:
+        await eventually(lambda: len(seen) >= len(bodies), what="all delivered")
+    finally:
+        await consumer.stop()
+    assert sorted(seen) == sorted(bodies)

@@ -135,11 +135,8 @@ def test_error_table_matches_the_real_nsqd(real_limits: RealNsqd, case: Case) ->
 
 
 @pytest.mark.parametrize("acc", [pytest.param(a, id=a.id) for a in ACCEPTED])
-def test_accepted_table_matches_the_real_nsqd(real_limits: RealNsqd, acc: Accepted) -> None:
-    async def scenario() -> None:
-        await check_accepted(real_limits.nsqd, acc)
-
-    run(scenario())
+async def test_accepted_table_matches_the_real_nsqd(real_limits: RealNsqd, acc: Accepted) -> None:
+    await check_accepted(real_limits.nsqd, acc)
 
 
 # --- tidemq's Producer against the real nsqd ----------------------------------------------------------
@@ -513,28 +510,25 @@ def _masked(text: str) -> str:
     return re.sub(r"connected: \d+s", "connected: Ns", text)
 
 
-def test_stats_json_and_text_as_the_real_nsqd(twins: tuple[ServerProcess, RealNsqd]) -> None:
-    async def go() -> None:
-        conns = [c for proc in twins for c in await _stats_scene(proc.nsqd)]
-        try:
-            for proc in twins:
-                assert http("POST", f"http://{proc.nsqd_http}/topic/create?topic=quiet")[0] == 200
-                assert http("POST", f"http://{proc.nsqd_http}/channel/create?topic=quiet&channel=q")[0] == 200
-                assert http("POST", f"http://{proc.nsqd_http}/channel/pause?topic=quiet&channel=q")[0] == 200
-            pages = ["/info", "/stats?format=json&topic=scene", "/stats?format=json&topic=quiet"]
-            pages += ["/stats?format=json&topic=scene&channel=nope", "/stats?format=json&topic=nope"]
-            pages += ["/stats?format=json&topic=scene&include_clients=false&include_mem=false"]
-            for page in pages:
-                mine, real = (orjson.loads(http("GET", f"http://{p.nsqd_http}{page}")[1]) for p in twins)
-                assert _shape(mine) == _shape(real), page
-            for page in ("/stats?topic=scene", "/stats?topic=quiet", "/stats?topic=nope"):
-                mine_text, real_text = (http("GET", f"http://{p.nsqd_http}{page}")[1].decode() for p in twins)
-                assert _masked(mine_text) == _masked(real_text), f"{page}:\n{mine_text}\n{real_text}"
-        finally:
-            for conn in conns:
-                conn.close()
-
-    run(go())
+async def test_stats_json_and_text_as_the_real_nsqd(twins: tuple[ServerProcess, RealNsqd]) -> None:
+    conns = [c for proc in twins for c in await _stats_scene(proc.nsqd)]
+    try:
+        for proc in twins:
+            assert http("POST", f"http://{proc.nsqd_http}/topic/create?topic=quiet")[0] == 200
+            assert http("POST", f"http://{proc.nsqd_http}/channel/create?topic=quiet&channel=q")[0] == 200
+            assert http("POST", f"http://{proc.nsqd_http}/channel/pause?topic=quiet&channel=q")[0] == 200
+        pages = ["/info", "/stats?format=json&topic=scene", "/stats?format=json&topic=quiet"]
+        pages += ["/stats?format=json&topic=scene&channel=nope", "/stats?format=json&topic=nope"]
+        pages += ["/stats?format=json&topic=scene&include_clients=false&include_mem=false"]
+        for page in pages:
+            mine, real = (orjson.loads(http("GET", f"http://{p.nsqd_http}{page}")[1]) for p in twins)
+            assert _shape(mine) == _shape(real), page
+        for page in ("/stats?topic=scene", "/stats?topic=quiet", "/stats?topic=nope"):
+            mine_text, real_text = (http("GET", f"http://{p.nsqd_http}{page}")[1].decode() for p in twins)
+            assert _masked(mine_text) == _masked(real_text), f"{page}:\n{mine_text}\n{real_text}"
+    finally:
+        for conn in conns:
+            conn.close()
 
 
 def test_identify_response_as_the_real_nsqd(twins: tuple[ServerProcess, RealNsqd]) -> None:

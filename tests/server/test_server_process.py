@@ -255,34 +255,30 @@ async def test_separate_name_server_with_two_brokers(two_brokers: TwoBrokers) ->
     ns.close()
 
 
-def test_topic_auto_creation_can_be_switched_off(tmp_path: Path) -> None:
+async def test_topic_auto_creation_can_be_switched_off(tmp_path: Path) -> None:
     on = ServerProcess(tmp_path / "on").start()
     off = ServerProcess(tmp_path / "off", "--no-auto-create-topic").start()
     try:
-
-        async def scenario() -> None:
-            ns = await RawClient.open(on.namesrv)
-            template = await ns.route("TBW102")  # producers fall back to this route for new topics
-            assert template is not None and template["queueDatas"][0]["perm"] == 7
-            ns.close()
-            c = await RawClient.open(on.broker)
-            created = await c.send("BornOnSend", b"x", queue_id=3)
-            assert created.code == ResponseCode.SUCCESS
-            c.close()
-            ns = await RawClient.open(on.namesrv)
-            route = await ns.route("BornOnSend")
-            assert route is not None and route["queueDatas"][0]["writeQueueNums"] == 4
-            assert route["queueDatas"][0]["perm"] == 6
-            ns.close()
-            c = await RawClient.open(off.broker)
-            refused = await c.send("NotBorn", b"x")
-            assert refused.code == ResponseCode.TOPIC_NOT_EXIST and "NotBorn" in (refused.remark or "")
-            c.close()
-            ns = await RawClient.open(off.namesrv)
-            assert await ns.route("TBW102") is None
-            ns.close()
-
-        run(scenario())
+        ns = await RawClient.open(on.namesrv)
+        template = await ns.route("TBW102")  # producers fall back to this route for new topics
+        assert template is not None and template["queueDatas"][0]["perm"] == 7
+        ns.close()
+        c = await RawClient.open(on.broker)
+        created = await c.send("BornOnSend", b"x", queue_id=3)
+        assert created.code == ResponseCode.SUCCESS
+        c.close()
+        ns = await RawClient.open(on.namesrv)
+        route = await ns.route("BornOnSend")
+        assert route is not None and route["queueDatas"][0]["writeQueueNums"] == 4
+        assert route["queueDatas"][0]["perm"] == 6
+        ns.close()
+        c = await RawClient.open(off.broker)
+        refused = await c.send("NotBorn", b"x")
+        assert refused.code == ResponseCode.TOPIC_NOT_EXIST and "NotBorn" in (refused.remark or "")
+        c.close()
+        ns = await RawClient.open(off.namesrv)
+        assert await ns.route("TBW102") is None
+        ns.close()
     finally:
         assert on.stop() == 0
         assert off.stop() == 0

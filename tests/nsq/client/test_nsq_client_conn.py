@@ -7,13 +7,13 @@ byte sequences, such as a compressed ``OK`` in the same write as the plaintext I
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.support import run
 from tidemq.nsq.client import NotConnectedError, NSQClientError, Producer, ProtocolError
 from tidemq.nsq.compression import Deflate
 from tidemq.nsq.protocol import MAGIC_V2, encode_frame
@@ -49,7 +49,10 @@ async def read_identify(reader: asyncio.StreamReader) -> dict[str, Any]:
     return body
 
 
-async def with_server(serve: Serve, scenario: Callable[[str], Awaitable[None]]) -> None:
+@contextlib.asynccontextmanager
+async def stand_in(serve: Serve) -> AsyncIterator[str]:
+    """A stand-in nsqd on a free port that answers each connection with ``serve``; yields its address."""
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await serve(reader, writer, await read_identify(reader))
@@ -59,13 +62,13 @@ async def with_server(serve: Serve, scenario: Callable[[str], Awaitable[None]]) 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        await scenario(f"127.0.0.1:{port}")
+        yield f"127.0.0.1:{port}"
     finally:
         server.close()
         await server.wait_closed()
 
 
-def test_compressed_bytes_right_behind_the_identify_reply_are_decoded() -> None:
+async def test_compressed_bytes_right_behind_the_identify_reply_are_decoded() -> None:
     seen: dict[str, Any] = {}
 
     async def serve(
@@ -83,7 +86,7 @@ def test_compressed_bytes_right_behind_the_identify_reply_are_decoded() -> None:
             received += deflate.decompress(chunk)
         seen["received"] = received
 
-    async def scenario(addr: str) -> None:
+    async with stand_in(serve) as addr:
         producer = Producer(addr, deflate=True, deflate_level=4, heartbeat_interval=5.0, msg_timeout=2.5)
         await producer.ping()  # one NOP; the other answers the heartbeat that followed the OK
         assert producer._conn is not None and producer._conn.max_rdy_count == 100
@@ -92,8 +95,6 @@ def test_compressed_bytes_right_behind_the_identify_reply_are_decoded() -> None:
                 break
             await asyncio.sleep(0.05)
         await producer.stop()
-
-    run(with_server(serve, scenario))
     assert seen["received"] == b"NOP\nNOP\n"
     identify = seen["identify"]
     assert set(identify) == GO_NSQ_IDENTIFY_KEYS
@@ -106,54 +107,48 @@ def test_compressed_bytes_right_behind_the_identify_reply_are_decoded() -> None:
     assert (identify["output_buffer_size"], identify["output_buffer_timeout"]) == (16384, 250)
 
 
-def test_bare_ok_identify_reply_and_error_replies() -> None:
+async def test_bare_ok_identify_reply_and_error_replies() -> None:
     async def bare(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identify: dict[str, Any]
     ) -> None:
         writer.write(encode_frame(0, b"OK"))
         assert await reader.readline() == b"NOP\n"
 
-    async def without_negotiation(addr: str) -> None:
+    async with stand_in(bare) as addr:
         producer = Producer(addr)
         await producer.ping()
         assert producer._conn is not None and producer._conn.identify is None
         assert producer._conn.max_rdy_count == 2500, "assumed when nsqd does not negotiate"
         await producer.stop()
 
-    run(with_server(bare, without_negotiation))
-
     async def refuse(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identify: dict[str, Any]
     ) -> None:
         writer.write(encode_frame(1, b"E_BAD_BODY IDENTIFY heartbeat interval (5) is invalid"))
 
-    async def refused(addr: str) -> None:
+    async with stand_in(refuse) as addr:
         with pytest.raises(ProtocolError) as info:
             await Producer(addr).ping()
         assert info.value.code == "E_BAD_BODY"
-
-    run(with_server(refuse, refused))
 
     async def http(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identify: dict[str, Any]
     ) -> None:
         writer.write(b"HTTP/1.1 400 Bad Request\r\n\r\n")
 
-    async def wrong_port(addr: str) -> None:
+    async with stand_in(http) as addr:
         with pytest.raises(NSQClientError, match="HTTP port"):
             await Producer(addr).ping()
 
-    run(with_server(http, wrong_port))
 
-
-def test_a_silent_nsqd_is_dropped_after_read_timeout() -> None:
+async def test_a_silent_nsqd_is_dropped_after_read_timeout() -> None:
     async def silent(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identify: dict[str, Any]
     ) -> None:
         writer.write(encode_frame(0, b'{"max_rdy_count": 2500}'))
         await reader.read()  # never a heartbeat; wait for the client to give up
 
-    async def scenario(addr: str) -> None:
+    async with stand_in(silent) as addr:
         producer = Producer(addr, heartbeat_interval=0.1, read_timeout=0.4)
         await producer.ping()
         assert producer.is_connected
@@ -161,5 +156,3 @@ def test_a_silent_nsqd_is_dropped_after_read_timeout() -> None:
         with pytest.raises(NotConnectedError):
             await asyncio.wait_for(future, 5)
         assert not producer.is_connected
-
-    run(with_server(silent, scenario))

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.nsq_support import RawNsq, publish
-from tests.support import ServerProcess, eventually, run
+from tests.support import ServerProcess, eventually
 from tidemq.nsq.client import Consumer, Message
 from tidemq.nsq.protocol import (
     MAGIC_V2,
@@ -130,7 +130,7 @@ def test_bad_frames_are_refused() -> None:
     assert info.value.code == "E_BAD_MESSAGE"
 
 
-def test_fins_go_out_as_one_block_in_order_with_rdy_and_req() -> None:
+async def test_fins_go_out_as_one_block_in_order_with_rdy_and_req() -> None:
     """FIN 1, then the backoff's RDY 0 before REQ 2, then FIN 3: the order the responses were given."""
     ids = [b"%016d" % i for i in (1, 2, 3)]
     sent: list[bytes] = []
@@ -147,24 +147,21 @@ def test_fins_go_out_as_one_block_in_order_with_rdy_and_req() -> None:
             sent.append(await asyncio.wait_for(reader.readline(), 10))
         writer.close()
 
-    async def scenario() -> None:
-        server = await asyncio.start_server(nsqd, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
+    server = await asyncio.start_server(nsqd, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
 
-        async def handler(message: Message) -> None:
-            if message.id == ids[1]:
-                raise RuntimeError("fail the second one")
+    async def handler(message: Message) -> None:
+        if message.id == ids[1]:
+            raise RuntimeError("fail the second one")
 
-        consumer = Consumer("t", "c", max_in_flight=3, default_requeue_delay=0.0, backoff_multiplier=5.0)
-        consumer.add_handler(handler)
-        try:
-            await consumer.connect_to_nsqd(f"127.0.0.1:{port}")
-            await eventually(lambda: len(sent) == 6, what="all responses")
-        finally:
-            await consumer.stop(timeout=2)
-            server.close()
-
-    run(scenario())
+    consumer = Consumer("t", "c", max_in_flight=3, default_requeue_delay=0.0, backoff_multiplier=5.0)
+    consumer.add_handler(handler)
+    try:
+        await consumer.connect_to_nsqd(f"127.0.0.1:{port}")
+        await eventually(lambda: len(sent) == 6, what="all responses")
+    finally:
+        await consumer.stop(timeout=2)
+        server.close()
     assert sent == [
         b"SUB t c\n",
         b"RDY 3\n",
@@ -176,14 +173,14 @@ def test_fins_go_out_as_one_block_in_order_with_rdy_and_req() -> None:
 
 
 @pytest.mark.e2e
-def test_two_responses_reaching_the_consumer_are_written_once(
+async def test_two_responses_reaching_the_consumer_are_written_once(
     nsqd: ServerProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Two threads that both got past ``has_responded`` (a race) hand the consumer a FIN and a REQ for the
     same message at once, and the loop answers it twice more: nsqd hears exactly one response."""
     bodies = [b"race-%d" % i for i in range(100)]
 
-    async def scenario() -> None:
+    with caplog.at_level(logging.WARNING, logger="tidemq.nsq.client"):
         raced: set[bytes] = set()
         consumer = Consumer("race", "ch", max_in_flight=16)
 
@@ -228,36 +225,30 @@ def test_two_responses_reaching_the_consumer_are_written_once(
         assert not consumer._rdy.in_backoff, "a duplicate REQ with backoff was counted"
         await consumer.stop()
         assert await nothing_left(nsqd.nsqd, "race", "ch")
-
-    with caplog.at_level(logging.WARNING, logger="tidemq.nsq.client"):
-        run(scenario())
     assert not [r for r in caplog.records if "protocol error" in r.getMessage()]
 
 
 @pytest.mark.e2e
-def test_concurrency_is_a_limit_and_is_reached(nsqd: ServerProcess) -> None:
+async def test_concurrency_is_a_limit_and_is_reached(nsqd: ServerProcess) -> None:
     """Handlers that suspend run ``concurrency`` at a time, never more, as the old worker pool did."""
 
-    async def scenario() -> None:
-        running = 0
-        peak = 0
-        done = 0
+    running = 0
+    peak = 0
+    done = 0
 
-        async def handler(message: Message) -> None:
-            nonlocal running, peak, done
-            running += 1
-            peak = max(peak, running)
-            await asyncio.sleep(0.02)
-            running -= 1
-            done += 1
+    async def handler(message: Message) -> None:
+        nonlocal running, peak, done
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        done += 1
 
-        await publish(nsqd.nsqd, "conc", [b"c%d" % i for i in range(60)])
-        consumer = Consumer("conc", "ch", max_in_flight=20)
-        consumer.add_handler(handler, concurrency=3)
-        await consumer.connect_to_nsqd(nsqd.nsqd)
-        await eventually(lambda: done == 60, timeout=20, what="all handled")
-        await consumer.stop()
-        assert peak == 3
-        assert consumer.stats().messages_finished == 60
-
-    run(scenario())
+    await publish(nsqd.nsqd, "conc", [b"c%d" % i for i in range(60)])
+    consumer = Consumer("conc", "ch", max_in_flight=20)
+    consumer.add_handler(handler, concurrency=3)
+    await consumer.connect_to_nsqd(nsqd.nsqd)
+    await eventually(lambda: done == 60, timeout=20, what="all handled")
+    await consumer.stop()
+    assert peak == 3
+    assert consumer.stats().messages_finished == 60

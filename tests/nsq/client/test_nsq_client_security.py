@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trustme
 
-from tests.nsq_support import AuthServer, tls_files, trusting
+from tests.nsq_support import AuthServer, tls_files
 from tests.support import ServerProcess, eventually, run
 from tidemq.nsq.client import AuthError, Consumer, Message, NotConnectedError, Producer, ProtocolError
 
@@ -25,16 +25,6 @@ SECRETS: dict[str, Any] = {
         "authorizations": [{"topic": "^open$", "channels": [".*"], "permissions": ["subscribe"]}],
     },
 }
-
-
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
-def client_tls(ca: trustme.CA) -> ssl.SSLContext:
-    return trusting(ca)
 
 
 @pytest.fixture(scope="module")
@@ -124,46 +114,40 @@ async def _upgraded_round_trip(
             assert answer[key] is bool(options.get(key)), (key, answer)
 
 
-def test_tls_with_an_untrusted_certificate_fails_cleanly(nsqd: ServerProcess) -> None:
-    async def scenario() -> None:
-        producer = Producer(nsqd.nsqd, tls_v1=True)  # default trust store: the test CA is unknown
-        with pytest.raises(NotConnectedError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
-            await producer.publish("t", b"x")
-        insecure = Producer(nsqd.nsqd, tls_v1=True, tls_insecure_skip_verify=True)
-        await insecure.publish("t", b"x")
-        await insecure.stop()
-
-    run(scenario())
+async def test_tls_with_an_untrusted_certificate_fails_cleanly(nsqd: ServerProcess) -> None:
+    producer = Producer(nsqd.nsqd, tls_v1=True)  # default trust store: the test CA is unknown
+    with pytest.raises(NotConnectedError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+        await producer.publish("t", b"x")
+    insecure = Producer(nsqd.nsqd, tls_v1=True, tls_insecure_skip_verify=True)
+    await insecure.publish("t", b"x")
+    await insecure.stop()
 
 
-def test_auth(auth_nsqd: ServerProcess) -> None:
-    async def scenario() -> None:
-        anonymous = Producer(auth_nsqd.nsqd)
-        with pytest.raises(AuthError, match="auth_secret"):
-            await anonymous.publish("open", b"x")
-        wrong = Producer(auth_nsqd.nsqd, auth_secret="wrong")
-        with pytest.raises(ProtocolError) as info:
-            await wrong.publish("open", b"x")
-        assert info.value.code == "E_AUTH_FAILED"
-        root = Producer(auth_nsqd.nsqd, auth_secret="root")
-        await root.publish("open", b"hello")
-        assert root._conn is not None and root._conn.auth is not None
-        assert (root._conn.auth.identity, root._conn.auth.identity_url) == ("root", "http://id/root")
-        reader_pub = Producer(auth_nsqd.nsqd, auth_secret="reader")
-        with pytest.raises(ProtocolError) as info:
-            await reader_pub.publish("open", b"x")
-        assert info.value.code == "E_UNAUTHORIZED"
+async def test_auth(auth_nsqd: ServerProcess) -> None:
+    anonymous = Producer(auth_nsqd.nsqd)
+    with pytest.raises(AuthError, match="auth_secret"):
+        await anonymous.publish("open", b"x")
+    wrong = Producer(auth_nsqd.nsqd, auth_secret="wrong")
+    with pytest.raises(ProtocolError) as info:
+        await wrong.publish("open", b"x")
+    assert info.value.code == "E_AUTH_FAILED"
+    root = Producer(auth_nsqd.nsqd, auth_secret="root")
+    await root.publish("open", b"hello")
+    assert root._conn is not None and root._conn.auth is not None
+    assert (root._conn.auth.identity, root._conn.auth.identity_url) == ("root", "http://id/root")
+    reader_pub = Producer(auth_nsqd.nsqd, auth_secret="reader")
+    with pytest.raises(ProtocolError) as info:
+        await reader_pub.publish("open", b"x")
+    assert info.value.code == "E_UNAUTHORIZED"
 
-        got: list[bytes] = []
+    got: list[bytes] = []
 
-        async def handler(message: Message) -> None:
-            got.append(message.body)
+    async def handler(message: Message) -> None:
+        got.append(message.body)
 
-        reader = Consumer("open", "ch", auth_secret="reader")
-        reader.add_handler(handler)
-        await reader.connect_to_nsqd(auth_nsqd.nsqd)
-        await eventually(lambda: got == [b"hello"], what="authorized delivery")
-        await reader.stop()
-        await root.stop()
-
-    run(scenario())
+    reader = Consumer("open", "ch", auth_secret="reader")
+    reader.add_handler(handler)
+    await reader.connect_to_nsqd(auth_nsqd.nsqd)
+    await eventually(lambda: got == [b"hello"], what="authorized delivery")
+    await reader.stop()
+    await root.stop()

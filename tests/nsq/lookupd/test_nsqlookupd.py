@@ -6,7 +6,6 @@ import socket
 import struct
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +35,6 @@ IDENTITY = {
     "hostname": "nsqd-host",
     "broadcast_address": "127.0.0.1",
 }
-
-
-@pytest.fixture(scope="module")
-def lookupd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LookupdProcess]:
-    proc = LookupdProcess(tmp_path_factory.mktemp("lookupd") / "data").start()
-    yield proc
-    assert proc.stop() == 0
 
 
 # --- helpers ------------------------------------------------------------------------------------------

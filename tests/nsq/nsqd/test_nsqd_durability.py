@@ -78,96 +78,88 @@ def _crash_and_drain(srv: ServerProcess, topic: str, quiet: float = 1.0) -> list
 
 
 @pytest.mark.e2e
-def test_heartbeats_and_two_missed_disconnect(tmp_path: Path) -> None:
+async def test_heartbeats_and_two_missed_disconnect(tmp_path: Path) -> None:
     srv = ServerProcess(tmp_path / "data").start()
     try:
-
-        async def scenario() -> None:
-            c = await RawNsq.open(srv.nsqd)
-            info = await c.identify(heartbeat_interval=1000)
-            assert info["max_rdy_count"] == 2500
-            ftype, data = await c.frame(timeout=3, skip_heartbeats=False)
-            assert (ftype, data) == (FrameType.RESPONSE, b"_heartbeat_")
-            c.send("NOP")
-            await asyncio.sleep(0.9)
-            c.send("NOP")
-            t0 = time.monotonic()
-            assert await c.closed(timeout=6), "no NOP for two heartbeat intervals: the server hangs up"
-            assert time.monotonic() - t0 >= 1.5
-            bad = await RawNsq.open(srv.nsqd)
-            bad.send("IDENTIFY", body=orjson.dumps({"heartbeat_interval": 10}))
-            assert (await bad.error()).startswith(b"E_BAD_BODY")
-
-        run(scenario())
+        c = await RawNsq.open(srv.nsqd)
+        info = await c.identify(heartbeat_interval=1000)
+        assert info["max_rdy_count"] == 2500
+        ftype, data = await c.frame(timeout=3, skip_heartbeats=False)
+        assert (ftype, data) == (FrameType.RESPONSE, b"_heartbeat_")
+        c.send("NOP")
+        await asyncio.sleep(0.9)
+        c.send("NOP")
+        t0 = time.monotonic()
+        assert await c.closed(timeout=6), "no NOP for two heartbeat intervals: the server hangs up"
+        assert time.monotonic() - t0 >= 1.5
+        bad = await RawNsq.open(srv.nsqd)
+        bad.send("IDENTIFY", body=orjson.dumps({"heartbeat_interval": 10}))
+        assert (await bad.error()).startswith(b"E_BAD_BODY")
     finally:
         srv.stop()
 
 
 @pytest.mark.e2e
-def test_deflate_session(tmp_path: Path) -> None:
+async def test_deflate_session(tmp_path: Path) -> None:
     srv = ServerProcess(tmp_path / "data").start()
     try:
-
-        async def scenario() -> None:
-            host, port = srv.nsqd.rsplit(":", 1)
-            reader, writer = await asyncio.open_connection(host, int(port))
-            writer.write(
-                b"  V2"
-                + encode_command(
-                    "IDENTIFY",
-                    body=orjson.dumps({"feature_negotiation": True, "deflate": True, "deflate_level": 3}),
-                )
+        host, port = srv.nsqd.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"  V2"
+            + encode_command(
+                "IDENTIFY",
+                body=orjson.dumps({"feature_negotiation": True, "deflate": True, "deflate_level": 3}),
             )
-            parser = FrameParser()
-            frames: list[tuple[int, bytes]] = []
-            raw = b""
-            while not frames:
-                raw += await asyncio.wait_for(reader.read(65536), 5)
-                try:
-                    frames = parser.feed(raw[: 4 + int.from_bytes(raw[:4], "big")] if len(raw) >= 4 else b"")
-                except Exception:
-                    frames = []
-            size = int.from_bytes(raw[:4], "big")
-            reply = orjson.loads(raw[8 : 4 + size])
-            assert reply["deflate"] is True and reply["deflate_level"] == 3
-            inflate = zlib.decompressobj(-15)
-            deflate = zlib.compressobj(3, zlib.DEFLATED, -15)
-            leftover = raw[4 + size :]
-            plain = FrameParser()
-            out: list[tuple[int, bytes]] = plain.feed(inflate.decompress(leftover))
+        )
+        parser = FrameParser()
+        frames: list[tuple[int, bytes]] = []
+        raw = b""
+        while not frames:
+            raw += await asyncio.wait_for(reader.read(65536), 5)
+            try:
+                frames = parser.feed(raw[: 4 + int.from_bytes(raw[:4], "big")] if len(raw) >= 4 else b"")
+            except Exception:
+                frames = []
+        size = int.from_bytes(raw[:4], "big")
+        reply = orjson.loads(raw[8 : 4 + size])
+        assert reply["deflate"] is True and reply["deflate_level"] == 3
+        inflate = zlib.decompressobj(-15)
+        deflate = zlib.compressobj(3, zlib.DEFLATED, -15)
+        leftover = raw[4 + size :]
+        plain = FrameParser()
+        out: list[tuple[int, bytes]] = plain.feed(inflate.decompress(leftover))
 
-            def send(data: bytes) -> None:
-                writer.write(deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH))
+        def send(data: bytes) -> None:
+            writer.write(deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH))
 
-            async def next_frame() -> tuple[int, bytes]:
-                while not out:
-                    out.extend(plain.feed(inflate.decompress(await asyncio.wait_for(reader.read(65536), 5))))
-                return out.pop(0)
+        async def next_frame() -> tuple[int, bytes]:
+            while not out:
+                out.extend(plain.feed(inflate.decompress(await asyncio.wait_for(reader.read(65536), 5))))
+            return out.pop(0)
 
-            assert await next_frame() == (FrameType.RESPONSE, b"OK"), "the upgrade OK comes compressed"
-            send(encode_command("SUB", "deflated", "ch") + encode_command("RDY", "5"))
-            assert await next_frame() == (FrameType.RESPONSE, b"OK")
-            send(encode_command("PUB", "deflated", body=b"squeezed " * 100))
-            kinds = {}
-            for _ in range(2):
-                ftype, data = await next_frame()
-                kinds[ftype] = data
-            assert kinds[FrameType.RESPONSE] == b"OK"
-            assert decode_message(kinds[FrameType.MESSAGE]).body == b"squeezed " * 100
-            writer.close()
-
-        run(scenario())
+        assert await next_frame() == (FrameType.RESPONSE, b"OK"), "the upgrade OK comes compressed"
+        send(encode_command("SUB", "deflated", "ch") + encode_command("RDY", "5"))
+        assert await next_frame() == (FrameType.RESPONSE, b"OK")
+        send(encode_command("PUB", "deflated", body=b"squeezed " * 100))
+        kinds = {}
+        for _ in range(2):
+            ftype, data = await next_frame()
+            kinds[ftype] = data
+        assert kinds[FrameType.RESPONSE] == b"OK"
+        assert decode_message(kinds[FrameType.MESSAGE]).body == b"squeezed " * 100
+        writer.close()
     finally:
         srv.stop()
 
 
 @pytest.mark.e2e
-def test_sync_flush_answers_pipelined_publishes_in_order_after_one_fsync(tmp_path: Path) -> None:
+async def test_sync_flush_answers_pipelined_publishes_in_order_after_one_fsync(tmp_path: Path) -> None:
     """PUBs pipelined on one connection share fsyncs, and every answer still comes in command order:
     the error for a bad PUB arrives after the OKs of the PUBs sent before it."""
     srv = ServerProcess(tmp_path / "data", "--flush", "sync").start()
 
-    async def scenario() -> None:
+    try:
         pub = await RawNsq.open(srv.nsqd)
         for i in range(300):
             pub.send("PUB", "piped", body=f"p{i}".encode())
@@ -185,9 +177,6 @@ def test_sync_flush_answers_pipelined_publishes_in_order_after_one_fsync(tmp_pat
         bodies = [(await sub.message()).body for _ in range(307)]
         assert bodies[:3] == [b"p0", b"p1", b"p2"] and bodies[-5:] == [f"q{i}".encode() for i in range(5)]
         sub.close()
-
-    try:
-        run(scenario())
     finally:
         assert srv.stop() == 0
 
@@ -241,31 +230,28 @@ def test_a_deferred_message_delivered_inside_the_read_ahead_comes_back_once(tmp_
         assert srv.stop() == 0
 
 
-def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
+async def test_sync_flush_stores_a_publish_that_arrives_during_an_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With sync flush a PUB that arrives while an earlier one waits for its fsync is stored (and reaches
     consumers) at once, not after that fsync; both are still answered in order once they are durable."""
 
-    async def scenario() -> None:
-        async with nsqd_in_process(tmp_path, FlushMode.SYNC) as nsqd:
-            pub, sub = await _publisher_and_subscriber(f"127.0.0.1:{nsqd.tcp_port}", "held", rdy=10)
-            release = threading.Event()
-            try:
-                inside, release = hold_fsync(monkeypatch)
-                pub.send("PUB", "held", body=b"first")
-                assert await asyncio.to_thread(inside.wait, 10)  # the first one's fsync is under way
-                pub.send("PUB", "held", body=b"second")
-                assert [(await sub.message()).body for _ in range(2)] == [b"first", b"second"]
-                release.set()
-                assert [await pub.response() for _ in range(2)] == [b"OK", b"OK"]
-            finally:
-                release.set()
-                monkeypatch.undo()
-                sub.close()
-                pub.close()
-
-    run(scenario())
+    async with nsqd_in_process(tmp_path, FlushMode.SYNC) as nsqd:
+        pub, sub = await _publisher_and_subscriber(f"127.0.0.1:{nsqd.tcp_port}", "held", rdy=10)
+        release = threading.Event()
+        try:
+            inside, release = hold_fsync(monkeypatch)
+            pub.send("PUB", "held", body=b"first")
+            assert await asyncio.to_thread(inside.wait, 10)  # the first one's fsync is under way
+            pub.send("PUB", "held", body=b"second")
+            assert [(await sub.message()).body for _ in range(2)] == [b"first", b"second"]
+            release.set()
+            assert [await pub.response() for _ in range(2)] == [b"OK", b"OK"]
+        finally:
+            release.set()
+            monkeypatch.undo()
+            sub.close()
+            pub.close()
 
 
 @pytest.mark.e2e
@@ -308,32 +294,29 @@ def test_a_channel_saved_past_a_lost_log_tail_goes_on_from_the_log_end(tmp_path:
     assert "was saved at offset 5 but the log ends at 0" in srv.log_path.read_text()
 
 
-def test_finished_messages_do_not_pile_up_in_the_deadline_heap(tmp_path: Path) -> None:
+async def test_finished_messages_do_not_pile_up_in_the_deadline_heap(tmp_path: Path) -> None:
     """A FIN leaves the message's timeout deadline in the channel's heap; those leftovers are pruned as
     they accumulate (left to expire, a drain's came due in one burst a minute later and stalled nsqd),
     while the deadline of a message still in flight survives the pruning and times it out."""
 
-    async def scenario() -> None:
-        async with nsqd_in_process(tmp_path) as nsqd:
-            addr = f"127.0.0.1:{nsqd.tcp_port}"
-            pub, sub = await _publisher_and_subscriber(addr, "drain", rdy=100, msg_timeout=1000)
-            try:
-                assert await pub.mpub("drain", [b"m%d" % i for i in range(3000)]) == b"OK"
-                kept = None
-                for _ in range(3000):
-                    m = await sub.message()
-                    if m.body == b"m0":
-                        kept = m
-                    else:
-                        sub.send("FIN", m.id)
-                assert kept is not None
-                channel = nsqd.topics["drain"].channels["ch"]
-                await eventually(lambda: len(channel.in_flight) == 1, what="every FIN but one handled")
-                assert channel._deadline_ids <= 2 + DEADLINE_SLACK < 3000
-                again = await sub.message(timeout=10)
-                assert (again.body, again.attempts) == (b"m0", 2)
-            finally:
-                sub.close()
-                pub.close()
-
-    run(scenario())
+    async with nsqd_in_process(tmp_path) as nsqd:
+        addr = f"127.0.0.1:{nsqd.tcp_port}"
+        pub, sub = await _publisher_and_subscriber(addr, "drain", rdy=100, msg_timeout=1000)
+        try:
+            assert await pub.mpub("drain", [b"m%d" % i for i in range(3000)]) == b"OK"
+            kept = None
+            for _ in range(3000):
+                m = await sub.message()
+                if m.body == b"m0":
+                    kept = m
+                else:
+                    sub.send("FIN", m.id)
+            assert kept is not None
+            channel = nsqd.topics["drain"].channels["ch"]
+            await eventually(lambda: len(channel.in_flight) == 1, what="every FIN but one handled")
+            assert channel._deadline_ids <= 2 + DEADLINE_SLACK < 3000
+            again = await sub.message(timeout=10)
+            assert (again.body, again.attempts) == (b"m0", 2)
+        finally:
+            sub.close()
+            pub.close()

@@ -14,7 +14,7 @@ import pytest
 
 from tests.nsq.nsqd.test_nsqd_http import ok
 from tests.nsq_support import RawNsq
-from tests.support import ServerProcess, run, wait_for
+from tests.support import ServerProcess, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -28,7 +28,7 @@ def _latency(srv: ServerProcess, channel: str | None = None) -> dict[str, Any]:
     return found["e2e_processing_latency"]  # type: ignore[no-any-return]
 
 
-def test_stats_report_the_configured_latency_quantiles(tmp_path: Path) -> None:
+async def test_stats_report_the_configured_latency_quantiles(tmp_path: Path) -> None:
     """150 messages FINed after at least 0.2 s, 50 after at least 0.8 s: the median lies among the first,
     the 99th percentile and the maximum among the last; the topic merges its two channels' latencies."""
     srv = ServerProcess(
@@ -40,7 +40,7 @@ def test_stats_report_the_configured_latency_quantiles(tmp_path: Path) -> None:
         command="nsqd",
     ).start()
 
-    async def scenario() -> tuple[int, int]:
+    try:
         pub = await RawNsq.open(srv.nsqd)
         assert await pub.pub("quiet", b"no channel") == b"OK"
         sub, other = await RawNsq.open(srv.nsqd), await RawNsq.open(srv.nsqd)
@@ -53,19 +53,15 @@ def test_stats_report_the_configured_latency_quantiles(tmp_path: Path) -> None:
         await asyncio.sleep(0.2)
         for m in messages[:150]:
             sub.send("FIN", m.id)
-        await asyncio.to_thread(wait_for, lambda: _latency(srv, "ch")["count"] == 150)
+        await eventually(lambda: _latency(srv, "ch")["count"] == 150, in_thread=True)
         early_upper = time.time_ns() - min(m.timestamp for m in messages)
         await asyncio.sleep(0.8)
         late_lower = time.time_ns() - max(m.timestamp for m in messages)
         for m in messages[150:]:
             sub.send("FIN", m.id)
-        await asyncio.to_thread(wait_for, lambda: _latency(srv, "ch")["count"] == 200)
+        await eventually(lambda: _latency(srv, "ch")["count"] == 200, in_thread=True)
         for conn in (pub, sub, other):
             conn.close()
-        return early_upper, late_lower
-
-    try:
-        early_upper, late_lower = run(scenario())
         channel = _latency(srv, "ch")
         assert [p["quantile"] for p in channel["percentiles"]] == [0.5, 0.99, 1.0]
         median, p99, maximum = (p["value"] for p in channel["percentiles"])

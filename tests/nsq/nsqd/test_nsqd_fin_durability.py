@@ -134,32 +134,29 @@ def test_a_topic_created_just_before_a_sigkill_keeps_its_acknowledged_messages(t
         assert srv.stop() == 0
 
 
-def test_sync_flush_holds_what_follows_a_fin_until_the_fin_is_durable(
+async def test_sync_flush_holds_what_follows_a_fin_until_the_fin_is_durable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nothing nsqd writes after a FIN reaches the consumer before that FIN is fsynced: the message the
     FIN's freed RDY credit lets through waits for the FIN journal's fsync, then arrives."""
 
-    async def scenario() -> None:
-        async with nsqd_in_process(tmp_path, FlushMode.SYNC) as nsqd:
-            addr = f"127.0.0.1:{nsqd.tcp_port}"
-            pub, sub = await RawNsq.open(addr), await RawNsq.open(addr)
-            release = threading.Event()
-            try:
-                await sub.sub("gated", "ch", rdy=1)
-                assert await pub.mpub("gated", [b"a", b"b"]) == b"OK"
-                first = await sub.message()
-                inside, release = hold_fsync(monkeypatch)
-                sub.send("FIN", first.id)
-                assert await asyncio.to_thread(inside.wait, 10)  # the FIN's fsync is under way
-                with pytest.raises(TimeoutError):
-                    await sub.message(timeout=0.3)  # "b" may not be seen before the FIN is durable
-                release.set()
-                assert (await sub.message()).body == b"b"
-            finally:
-                release.set()
-                monkeypatch.undo()
-                sub.close()
-                pub.close()
-
-    run(scenario())
+    async with nsqd_in_process(tmp_path, FlushMode.SYNC) as nsqd:
+        addr = f"127.0.0.1:{nsqd.tcp_port}"
+        pub, sub = await RawNsq.open(addr), await RawNsq.open(addr)
+        release = threading.Event()
+        try:
+            await sub.sub("gated", "ch", rdy=1)
+            assert await pub.mpub("gated", [b"a", b"b"]) == b"OK"
+            first = await sub.message()
+            inside, release = hold_fsync(monkeypatch)
+            sub.send("FIN", first.id)
+            assert await asyncio.to_thread(inside.wait, 10)  # the FIN's fsync is under way
+            with pytest.raises(TimeoutError):
+                await sub.message(timeout=0.3)  # "b" may not be seen before the FIN is durable
+            release.set()
+            assert (await sub.message()).body == b"b"
+        finally:
+            release.set()
+            monkeypatch.undo()
+            sub.close()
+            pub.close()

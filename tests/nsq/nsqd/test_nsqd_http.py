@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from tests.nsq_support import RawNsq
-from tests.support import ServerProcess, run, wait_for
+from tests.support import ServerProcess, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -65,21 +65,17 @@ def test_ping_info_and_routing_errors(server: ServerProcess) -> None:
     assert error(server, "GET", "/pub?topic=x") == (405, "METHOD_NOT_ALLOWED")
 
 
-def test_pub_and_mpub_deliver_over_tcp(server: ServerProcess) -> None:
+async def test_pub_and_mpub_deliver_over_tcp(server: ServerProcess) -> None:
     assert ok(server, "POST", "/pub?topic=h_pub", b"one") == b"OK"
     assert ok(server, "POST", "/mpub?topic=h_pub", b"two\n\nthree\nfour\r\n") == b"OK"
     binary = struct.pack(">i", 2) + struct.pack(">i", 4) + b"five" + struct.pack(">i", 3) + b"six"
     assert ok(server, "POST", "/mpub?topic=h_pub&binary=true", binary) == b"OK"
     assert ok(server, "POST", "/mpub?topic=h_pub", b"") == b"OK"  # nothing to publish is fine
-
-    async def scenario() -> list[bytes]:
-        sub = await RawNsq.open(server.nsqd)
-        await sub.sub("h_pub", "c", rdy=50)
-        got = await sub.drain(0.7)
-        sub.close()
-        return got
-
-    assert run(scenario()) == [b"one", b"two", b"three", b"four\r", b"five", b"six"]
+    sub = await RawNsq.open(server.nsqd)
+    await sub.sub("h_pub", "c", rdy=50)
+    got = await sub.drain(0.7)
+    sub.close()
+    assert got == [b"one", b"two", b"three", b"four\r", b"five", b"six"]
 
 
 def test_pub_errors(server: ServerProcess) -> None:
@@ -99,20 +95,17 @@ def test_pub_errors(server: ServerProcess) -> None:
     assert (status, body) == (200, b"OK"), "bad requests leave the server healthy"
 
 
-def test_pub_with_defer_holds_the_message(server: ServerProcess) -> None:
-    async def scenario() -> None:
-        sub = await RawNsq.open(server.nsqd)
-        await sub.sub("h_defer", "c", rdy=5)
-        await asyncio.to_thread(ok, server, "POST", "/pub?topic=h_defer&defer=800", b"later")
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        with_deferred = await asyncio.to_thread(channel_stats, server, "h_defer", "c")
-        assert with_deferred["deferred_count"] == 1
-        msg = await sub.message(timeout=5)
-        assert msg.body == b"later" and loop.time() - t0 >= 0.5
-        sub.close()
-
-    run(scenario())
+async def test_pub_with_defer_holds_the_message(server: ServerProcess) -> None:
+    sub = await RawNsq.open(server.nsqd)
+    await sub.sub("h_defer", "c", rdy=5)
+    await asyncio.to_thread(ok, server, "POST", "/pub?topic=h_defer&defer=800", b"later")
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    with_deferred = await asyncio.to_thread(channel_stats, server, "h_defer", "c")
+    assert with_deferred["deferred_count"] == 1
+    msg = await sub.message(timeout=5)
+    assert msg.body == b"later" and loop.time() - t0 >= 0.5
+    sub.close()
 
 
 def test_topic_and_channel_administration(server: ServerProcess) -> None:
@@ -144,69 +137,59 @@ def test_topic_and_channel_administration(server: ServerProcess) -> None:
     assert stats(server, "&topic=h_admin")["topics"] is None
 
 
-def test_topic_backlog_empty(server: ServerProcess) -> None:
+async def test_topic_backlog_empty(server: ServerProcess) -> None:
     ok(server, "POST", "/mpub?topic=h_backlog", b"old1\nold2")
     assert stats(server, "&topic=h_backlog")["topics"][0]["depth"] == 2
     assert ok(server, "POST", "/topic/empty?topic=h_backlog") == b""
     assert stats(server, "&topic=h_backlog")["topics"][0]["depth"] == 0
     ok(server, "POST", "/pub?topic=h_backlog", b"new")
-
-    async def scenario() -> list[bytes]:
-        sub = await RawNsq.open(server.nsqd)
-        await sub.sub("h_backlog", "c", rdy=10)
-        got = await sub.drain(0.7)
-        sub.close()
-        return got
-
-    assert run(scenario()) == [b"new"]
+    sub = await RawNsq.open(server.nsqd)
+    await sub.sub("h_backlog", "c", rdy=10)
+    got = await sub.drain(0.7)
+    sub.close()
+    assert got == [b"new"]
 
 
-def test_pause_and_unpause_stop_and_resume_delivery(server: ServerProcess) -> None:
-    async def scenario() -> None:
-        sub = await RawNsq.open(server.nsqd)
-        await sub.sub("h_pause", "c", rdy=10)
-        for target in ("/topic/%s?topic=h_pause", "/channel/%s?topic=h_pause&channel=c"):
-            await asyncio.to_thread(ok, server, "POST", target % "pause")
-            await asyncio.to_thread(ok, server, "POST", "/pub?topic=h_pause", b"held")
-            assert await sub.drain(0.7) == [], f"{target} paused still delivered"
-            assert (await asyncio.to_thread(channel_stats, server, "h_pause", "c"))["paused"] is True
-            await asyncio.to_thread(ok, server, "POST", target % "unpause")
-            assert await sub.drain(2.0) == [b"held"]
-        sub.close()
-
-    run(scenario())
+async def test_pause_and_unpause_stop_and_resume_delivery(server: ServerProcess) -> None:
+    sub = await RawNsq.open(server.nsqd)
+    await sub.sub("h_pause", "c", rdy=10)
+    for target in ("/topic/%s?topic=h_pause", "/channel/%s?topic=h_pause&channel=c"):
+        await asyncio.to_thread(ok, server, "POST", target % "pause")
+        await asyncio.to_thread(ok, server, "POST", "/pub?topic=h_pause", b"held")
+        assert await sub.drain(0.7) == [], f"{target} paused still delivered"
+        assert (await asyncio.to_thread(channel_stats, server, "h_pause", "c"))["paused"] is True
+        await asyncio.to_thread(ok, server, "POST", target % "unpause")
+        assert await sub.drain(2.0) == [b"held"]
+    sub.close()
 
 
-def test_stats_show_clients_producers_and_filters(server: ServerProcess) -> None:
-    async def scenario() -> None:
-        pub = await RawNsq.open(server.nsqd)
-        await pub.identify(client_id="the-producer", user_agent="test/1.0")
-        await pub.pub("h_stats", b"x")
-        sub = await RawNsq.open(server.nsqd)
-        await sub.identify(client_id="the-consumer")
-        await sub.sub("h_stats", "c", rdy=7)
-        await sub.message()
-        data = await asyncio.to_thread(stats, server, "&topic=h_stats")
-        topic = data["topics"][0]
-        channel = topic["channels"][0]
-        assert topic["topic_name"] == "h_stats" and topic["message_count"] == 1
-        assert channel["in_flight_count"] == 1 and channel["client_count"] == 1
-        client = channel["clients"][0]
-        assert client["client_id"] == "the-consumer" and client["ready_count"] == 7
-        assert client["in_flight_count"] == 1 and client["state"] == 3 and client["version"] == "V2"
-        producer = next(p for p in data["producers"] if p["client_id"] == "the-producer")
-        assert producer["pub_counts"] == [{"topic": "h_stats", "count": 1}]
-        assert producer["user_agent"] == "test/1.0"
-        lean = await asyncio.to_thread(stats, server, "&topic=h_stats&include_clients=false&include_mem=0")
-        assert lean["topics"][0]["channels"][0]["clients"] is None and "memory" not in lean
-        assert lean["producers"] is None
-        assert (await asyncio.to_thread(stats, server, "&topic=h_nothing"))["topics"] is None
-        text = (await asyncio.to_thread(ok, server, "GET", "/stats")).decode()
-        assert "h_stats" in text and "test/1.0" in text  # nsqd shows clients as host:port user-agent
-        pub.close()
-        sub.close()
-
-    run(scenario())
+async def test_stats_show_clients_producers_and_filters(server: ServerProcess) -> None:
+    pub = await RawNsq.open(server.nsqd)
+    await pub.identify(client_id="the-producer", user_agent="test/1.0")
+    await pub.pub("h_stats", b"x")
+    sub = await RawNsq.open(server.nsqd)
+    await sub.identify(client_id="the-consumer")
+    await sub.sub("h_stats", "c", rdy=7)
+    await sub.message()
+    data = await asyncio.to_thread(stats, server, "&topic=h_stats")
+    topic = data["topics"][0]
+    channel = topic["channels"][0]
+    assert topic["topic_name"] == "h_stats" and topic["message_count"] == 1
+    assert channel["in_flight_count"] == 1 and channel["client_count"] == 1
+    client = channel["clients"][0]
+    assert client["client_id"] == "the-consumer" and client["ready_count"] == 7
+    assert client["in_flight_count"] == 1 and client["state"] == 3 and client["version"] == "V2"
+    producer = next(p for p in data["producers"] if p["client_id"] == "the-producer")
+    assert producer["pub_counts"] == [{"topic": "h_stats", "count": 1}]
+    assert producer["user_agent"] == "test/1.0"
+    lean = await asyncio.to_thread(stats, server, "&topic=h_stats&include_clients=false&include_mem=0")
+    assert lean["topics"][0]["channels"][0]["clients"] is None and "memory" not in lean
+    assert lean["producers"] is None
+    assert (await asyncio.to_thread(stats, server, "&topic=h_nothing"))["topics"] is None
+    text = (await asyncio.to_thread(ok, server, "GET", "/stats")).decode()
+    assert "h_stats" in text and "test/1.0" in text  # nsqd shows clients as host:port user-agent
+    pub.close()
+    sub.close()
 
 
 def test_config_get_and_put(server: ServerProcess) -> None:

@@ -12,9 +12,9 @@ import orjson
 import pytest
 import trustme
 
-from tests.nsq_support import AuthServer, RawNsq, trusting
+from tests.nsq_support import AuthServer, RawNsq
 from tests.nsq_support import tls_files as issue_tls_files
-from tests.support import ServerProcess, run
+from tests.support import ServerProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -39,18 +39,8 @@ SECRETS: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
 def tls_files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return issue_tls_files(ca, tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture(scope="module")
-def client_tls(ca: trustme.CA) -> ssl.SSLContext:
-    return trusting(ca)
 
 
 @pytest.fixture(scope="module")
@@ -91,47 +81,44 @@ async def authed(
     return client
 
 
-def test_auth_allows_and_denies_per_topic_channel_and_permission(
+async def test_auth_allows_and_denies_per_topic_channel_and_permission(
     nsqd: ServerProcess, auth: AuthServer
 ) -> None:
-    async def scenario() -> None:
-        early = await RawNsq.open(nsqd.nsqd)
-        assert (await early.identify())["auth_required"] is True
-        early.send("PUB", "allowed", body=b"x")
-        assert (await early.error()).startswith(b"E_AUTH_FIRST AUTH required before PUB")
-        assert await early.closed()
+    early = await RawNsq.open(nsqd.nsqd)
+    assert (await early.identify())["auth_required"] is True
+    early.send("PUB", "allowed", body=b"x")
+    assert (await early.error()).startswith(b"E_AUTH_FIRST AUTH required before PUB")
+    assert await early.closed()
 
-        pub = await authed(nsqd, "publisher")
-        assert await pub.pub("allowed", b"granted") == b"OK"
-        assert auth.queries[-1] == {
-            "remote_ip": "127.0.0.1",
-            "tls": "false",
-            "secret": "publisher",
-            "common_name": "",
-        }
-        pub.send("PUB", "elsewhere", body=b"x")
-        assert await pub.error() == b'E_UNAUTHORIZED AUTH failed for PUB on "elsewhere" ""'
-        assert await pub.closed()
+    pub = await authed(nsqd, "publisher")
+    assert await pub.pub("allowed", b"granted") == b"OK"
+    assert auth.queries[-1] == {
+        "remote_ip": "127.0.0.1",
+        "tls": "false",
+        "secret": "publisher",
+        "common_name": "",
+    }
+    pub.send("PUB", "elsewhere", body=b"x")
+    assert await pub.error() == b'E_UNAUTHORIZED AUTH failed for PUB on "elsewhere" ""'
+    assert await pub.closed()
 
-        again = await authed(nsqd, "publisher")
-        again.send("AUTH", body=b"publisher")
-        assert await again.error() == b"E_INVALID AUTH already set"
-        no_sub = await authed(nsqd, "publisher")
-        no_sub.send("SUB", "allowed", "ch")
-        assert (await no_sub.error()).startswith(b"E_UNAUTHORIZED")
+    again = await authed(nsqd, "publisher")
+    again.send("AUTH", body=b"publisher")
+    assert await again.error() == b"E_INVALID AUTH already set"
+    no_sub = await authed(nsqd, "publisher")
+    no_sub.send("SUB", "allowed", "ch")
+    assert (await no_sub.error()).startswith(b"E_UNAUTHORIZED")
 
-        sub = await authed(nsqd, "subscriber")
-        sub.send("SUB", "allowed", "other")
-        assert await sub.error() == b'E_UNAUTHORIZED AUTH failed for SUB on "allowed" "other"'
-        sub = await authed(nsqd, "subscriber")
-        await sub.sub("allowed", "ch", rdy=1)
-        assert (await sub.message()).body == b"granted"
-        sub.send("PUB", "allowed", body=b"x")
-        assert await sub.error() == b'E_UNAUTHORIZED AUTH failed for PUB on "allowed" ""', "no publish right"
-        for c in (early, pub, again, no_sub, sub):
-            c.close()
-
-    run(scenario())
+    sub = await authed(nsqd, "subscriber")
+    sub.send("SUB", "allowed", "other")
+    assert await sub.error() == b'E_UNAUTHORIZED AUTH failed for SUB on "allowed" "other"'
+    sub = await authed(nsqd, "subscriber")
+    await sub.sub("allowed", "ch", rdy=1)
+    assert (await sub.message()).body == b"granted"
+    sub.send("PUB", "allowed", body=b"x")
+    assert await sub.error() == b'E_UNAUTHORIZED AUTH failed for PUB on "allowed" ""', "no publish right"
+    for c in (early, pub, again, no_sub, sub):
+        c.close()
 
 
 @pytest.mark.parametrize(
@@ -142,42 +129,33 @@ def test_auth_allows_and_denies_per_topic_channel_and_permission(
         ("unknown-secret", b"E_AUTH_FAILED AUTH failed"),
     ],
 )
-def test_auth_failures_are_fatal_and_reveal_nothing(
+async def test_auth_failures_are_fatal_and_reveal_nothing(
     nsqd: ServerProcess, secret: str, expected: bytes
 ) -> None:
-    async def scenario() -> None:
-        client = await RawNsq.open(nsqd.nsqd)
-        await client.identify()
-        client.send("AUTH", body=secret.encode())
-        assert await client.error() == expected
-        assert await client.closed()
-        client.close()
-
-    run(scenario())
+    client = await RawNsq.open(nsqd.nsqd)
+    await client.identify()
+    client.send("AUTH", body=secret.encode())
+    assert await client.error() == expected
+    assert await client.closed()
+    client.close()
 
 
-def test_auth_is_asked_again_after_its_ttl(nsqd: ServerProcess, auth: AuthServer) -> None:
-    async def scenario() -> None:
-        client = await authed(nsqd, "short-lived")
-        before = sum(q["secret"] == "short-lived" for q in auth.queries)
-        assert await client.pub("anything", b"1") == b"OK"
-        await asyncio.sleep(1.2)
-        assert await client.pub("anything", b"2") == b"OK"
-        assert sum(q["secret"] == "short-lived" for q in auth.queries) == before + 1
-        client.close()
-
-    run(scenario())
+async def test_auth_is_asked_again_after_its_ttl(nsqd: ServerProcess, auth: AuthServer) -> None:
+    client = await authed(nsqd, "short-lived")
+    before = sum(q["secret"] == "short-lived" for q in auth.queries)
+    assert await client.pub("anything", b"1") == b"OK"
+    await asyncio.sleep(1.2)
+    assert await client.pub("anything", b"2") == b"OK"
+    assert sum(q["secret"] == "short-lived" for q in auth.queries) == before + 1
+    client.close()
 
 
-def test_auth_disabled_server_refuses_auth(server: ServerProcess) -> None:
-    async def scenario() -> None:
-        client = await RawNsq.open(server.nsqd)
-        assert (await client.identify())["auth_required"] is False
-        client.send("AUTH", body=b"secret")
-        assert await client.error() == b"E_AUTH_DISABLED AUTH disabled"
-        client.close()
-
-    run(scenario())
+async def test_auth_disabled_server_refuses_auth(server: ServerProcess) -> None:
+    client = await RawNsq.open(server.nsqd)
+    assert (await client.identify())["auth_required"] is False
+    client.send("AUTH", body=b"secret")
+    assert await client.error() == b"E_AUTH_DISABLED AUTH disabled"
+    client.close()
 
 
 @pytest.mark.parametrize(
@@ -191,7 +169,7 @@ def test_auth_disabled_server_refuses_auth(server: ServerProcess) -> None:
     ],
     ids=["tls", "snappy", "deflate", "tls+snappy", "tls+deflate"],
 )
-def test_upgraded_sessions_carry_small_and_large_messages(
+async def test_upgraded_sessions_carry_small_and_large_messages(
     nsqd: ServerProcess, client_tls: ssl.SSLContext, upgrade: dict[str, Any], auth: AuthServer
 ) -> None:
     fields = dict(upgrade)
@@ -199,34 +177,29 @@ def test_upgraded_sessions_carry_small_and_large_messages(
     topic = "up_" + "_".join(sorted(upgrade))
     bodies = [f"m{i}".encode() * (i + 1) for i in range(50)] + [bytes(range(256)) * 600]  # one of 150 KiB
 
-    async def scenario() -> None:
-        pub = await authed(nsqd, "everything", tls, **fields)
-        sub = await authed(nsqd, "everything", tls, **fields)
-        assert auth.queries[-1]["tls"] == ("true" if tls else "false")
-        await sub.sub(topic, "c", rdy=100)
-        assert await pub.mpub(topic, bodies[:25]) == b"OK"
-        for body in bodies[25:]:
-            assert await pub.pub(topic, body) == b"OK"
-        got = []
-        for _ in bodies:
-            msg = await sub.message()
-            sub.send("FIN", msg.id)
-            got.append(msg.body)
-        assert got == bodies
-        stats = orjson.loads(
-            await asyncio.to_thread(_get, f"http://{nsqd.nsqd_http}/stats?format=json&topic={topic}")
-        )
-        client = stats["topics"][0]["channels"][0]["clients"][0]
-        assert client["tls"] is (tls is not None)
-        assert client["snappy"] is bool(fields.get("snappy")) and client["deflate"] is bool(
-            fields.get("deflate")
-        )
-        if tls is not None:
-            assert client["tls_version"].startswith("TLS")
-        pub.close()
-        sub.close()
-
-    run(scenario())
+    pub = await authed(nsqd, "everything", tls, **fields)
+    sub = await authed(nsqd, "everything", tls, **fields)
+    assert auth.queries[-1]["tls"] == ("true" if tls else "false")
+    await sub.sub(topic, "c", rdy=100)
+    assert await pub.mpub(topic, bodies[:25]) == b"OK"
+    for body in bodies[25:]:
+        assert await pub.pub(topic, body) == b"OK"
+    got = []
+    for _ in bodies:
+        msg = await sub.message()
+        sub.send("FIN", msg.id)
+        got.append(msg.body)
+    assert got == bodies
+    stats = orjson.loads(
+        await asyncio.to_thread(_get, f"http://{nsqd.nsqd_http}/stats?format=json&topic={topic}")
+    )
+    client = stats["topics"][0]["channels"][0]["clients"][0]
+    assert client["tls"] is (tls is not None)
+    assert client["snappy"] is bool(fields.get("snappy")) and client["deflate"] is bool(fields.get("deflate"))
+    if tls is not None:
+        assert client["tls_version"].startswith("TLS")
+    pub.close()
+    sub.close()
 
 
 def _get(url: str) -> bytes:
@@ -236,35 +209,27 @@ def _get(url: str) -> bytes:
         return resp.read()  # type: ignore[no-any-return]
 
 
-def test_snappy_and_deflate_together_are_refused(nsqd: ServerProcess) -> None:
-    async def scenario() -> None:
-        client = await RawNsq.open(nsqd.nsqd)
-        client.send(
-            "IDENTIFY", body=orjson.dumps({"feature_negotiation": True, "snappy": True, "deflate": True})
-        )
-        assert await client.error() == b"E_IDENTIFY_FAILED cannot enable both deflate and snappy compression"
-        assert await client.closed()
-        client.close()
-
-    run(scenario())
+async def test_snappy_and_deflate_together_are_refused(nsqd: ServerProcess) -> None:
+    client = await RawNsq.open(nsqd.nsqd)
+    client.send("IDENTIFY", body=orjson.dumps({"feature_negotiation": True, "snappy": True, "deflate": True}))
+    assert await client.error() == b"E_IDENTIFY_FAILED cannot enable both deflate and snappy compression"
+    assert await client.closed()
+    client.close()
 
 
-def test_corrupt_compressed_stream_closes_only_that_connection(nsqd: ServerProcess) -> None:
-    async def scenario() -> None:
-        bystander = await authed(nsqd, "everything", snappy=True)
-        broken = await RawNsq.open(nsqd.nsqd)
-        await broken.identify_upgrade(snappy=True)
-        broken.compression = None
-        broken.send_raw(b"\x00\x08\x00\x00" + b"\xde\xad\xbe\xef" + b"\x01\x02\x03\x04")  # bad CRC
-        assert await broken.closed()
-        assert await bystander.pub("after", b"still fine") == b"OK"
-        bystander.close()
-        broken.close()
-
-    run(scenario())
+async def test_corrupt_compressed_stream_closes_only_that_connection(nsqd: ServerProcess) -> None:
+    bystander = await authed(nsqd, "everything", snappy=True)
+    broken = await RawNsq.open(nsqd.nsqd)
+    await broken.identify_upgrade(snappy=True)
+    broken.compression = None
+    broken.send_raw(b"\x00\x08\x00\x00" + b"\xde\xad\xbe\xef" + b"\x01\x02\x03\x04")  # bad CRC
+    assert await broken.closed()
+    assert await bystander.pub("after", b"still fine") == b"OK"
+    bystander.close()
+    broken.close()
 
 
-def test_tls_required_refuses_plain_commands(
+async def test_tls_required_refuses_plain_commands(
     tmp_path: Path, tls_files: tuple[str, str], client_tls: ssl.SSLContext
 ) -> None:
     cert, key = tls_files
@@ -272,7 +237,7 @@ def test_tls_required_refuses_plain_commands(
         tmp_path / "d", "--tls-cert", cert, "--tls-key", key, "--tls-required", "true", command="nsqd"
     ).start()
 
-    async def scenario() -> None:
+    try:
         plain = await RawNsq.open(proc.nsqd)
         await plain.identify()
         plain.send("PUB", "t", body=b"x")
@@ -283,9 +248,6 @@ def test_tls_required_refuses_plain_commands(
         assert await secure.pub("t", b"x") == b"OK"
         plain.close()
         secure.close()
-
-    try:
-        run(scenario())
     finally:
         proc.stop()
 
