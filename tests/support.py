@@ -1,4 +1,5 @@
-"""Test support: real server processes on free loopback ports, a small raw remoting client, client scripts."""
+"""Test support: real server processes on free loopback ports, a small raw remoting client, client scripts,
+and the one home of polling (``eventually``, ``wait_for``) and topic creation (``create_topic``)."""
 
 from __future__ import annotations
 

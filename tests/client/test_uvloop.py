@@ -6,8 +6,7 @@ connection it made.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from typing import Any
+import asyncio
 
 import pytest
 
@@ -23,12 +22,9 @@ pytestmark = pytest.mark.e2e
 uvloop = pytest.importorskip("uvloop")
 
 
-def run_on_uvloop(coro: Coroutine[Any, Any, None]) -> None:
-    uvloop.run(coro)
-
-
 @pytest.mark.uvloop
 async def test_rocketmq_producer_and_lite_pull_consumer(server: ServerProcess) -> None:
+    assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
     topic = unique("Uv")
 
     await create_topic(server.broker, topic)
@@ -53,6 +49,7 @@ async def test_rocketmq_producer_and_lite_pull_consumer(server: ServerProcess) -
 
 @pytest.mark.uvloop
 async def test_nsq_producer_and_consumer(nsqd: ServerProcess) -> None:
+    assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
     topic = unique("uv")
     bodies = [b"n%d" % i for i in range(50)]
 
