@@ -92,7 +92,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	touch $@
 
-# Real clients against `tidemq server` (tests/test_interop_java_client.py, tests/test_interop_go_client.py):
+# Real clients against `tidemq server` (tests/interop/test_interop_java_client.py, tests/interop/test_interop_go_client.py):
 # Apache RocketMQ's Java client 4.9.8 (interop/rocketmq-java/client-4.9.8, Maven) and rocketmq-client-go
 # v2.1.2 (interop/rocketmq-go, pinned by go.sum), each built into .cache/ (git-ignored) with its downloads.
 JAVA_PEER_DIR := interop/rocketmq-java/client-4.9.8

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from tests.support import RawClient, unique
+from tests.support import RawClient, eventually, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, PushConsumer
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.message import Message
@@ -33,12 +33,6 @@ async def produce(
                 await producer.send(msg, sharding_key=sharding(i))
             else:
                 await producer.send(msg)
-
-
-async def create_topic(broker: str, topic: str, queues: int = 4) -> None:
-    c = await RawClient.open(broker)
-    await c.create_topic(topic, queues)
-    c.close()
 
 
 class Collector:
@@ -76,14 +70,6 @@ class Collector:
 
     def duplicates(self) -> dict[bytes, int]:
         return {b: n for b, n in Counter(self.bodies).items() if n > 1}
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def consumer(
@@ -144,7 +130,7 @@ async def property_rules_scenario(namesrv: str, topic: str, group: str) -> tuple
     )
     await c.start()
     try:
-        await wait_until(
+        await eventually(
             lambda: got.bodies.count(b"plain") == 2 and len(got.distinct()) == 4,
             timeout=60,
             what="the plain message twice and the others once",

@@ -9,7 +9,7 @@ import struct
 import threading
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -240,14 +240,6 @@ def trusting(ca: trustme.CA) -> ssl.SSLContext:
     context = ssl.create_default_context()
     ca.configure_trust(context)
     return context
-
-
-async def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await asyncio.sleep(0.02)
 
 
 async def publish(addr: str, topic: str, bodies: list[bytes]) -> None:

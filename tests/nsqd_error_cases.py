@@ -1,4 +1,4 @@
-"""The table for ``tests/test_nsqd_errors.py``: invalid input to nsqd's TCP V2 and the exact answer.
+"""The table for ``tests/nsq/nsqd/test_nsqd_errors.py``: invalid input to nsqd's TCP V2 and the exact answer.
 
 Each :class:`Case` names the connection state to start from, the raw bytes to send from there, and what
 nsqd v1.3.0 answers: the error code, the exact description (``nsqd/protocol_v2.go``,

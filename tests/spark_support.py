@@ -21,7 +21,6 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tests.support import ServerProcess
 from tidemq.client import Message, MessageQueue, Producer
-from tidemq.client.admin import Admin
 from tidemq.spark import local_session
 
 STREAM_TIMEOUT_S = 240
@@ -51,14 +50,6 @@ class Published:
     body: bytes
     tags: str | None
     keys: str | None
-
-
-def create_topic(server: ServerProcess, topic: str, queues: int) -> None:
-    async def run() -> None:
-        async with Admin(server.namesrv) as admin:
-            await admin.create_topic(topic, queues)
-
-    asyncio.run(run())
 
 
 def publish(

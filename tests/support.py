@@ -1,8 +1,10 @@
-"""Test support: real server processes on free loopback ports, a small raw remoting client, client scripts."""
+"""Test support: real server processes on free loopback ports, a small raw remoting client, client scripts,
+and the one home of polling (``eventually``, ``wait_for``) and topic creation (``create_topic``)."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import signal
@@ -12,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,6 +140,41 @@ class ServerProcess:
         self.proc = None
 
 
+@dataclass
+class TwoBrokers:
+    """A name server and two brokers (``broker-0``, ``broker-1`` of cluster ``TwoBrokers``) as processes."""
+
+    namesrv: ServerProcess
+    brokers: list[ServerProcess]
+
+    @classmethod
+    def start(cls, folder: Path) -> TwoBrokers:
+        namesrv = ServerProcess(folder / "ns", command="namesrv").start()
+        brokers: list[ServerProcess] = []
+        try:
+            for i in range(2):
+                broker = ServerProcess(
+                    folder / f"b{i}",
+                    "--namesrv",
+                    namesrv.namesrv,
+                    "--broker-name",
+                    f"broker-{i}",
+                    "--cluster",
+                    "TwoBrokers",
+                    command="broker",
+                )
+                brokers.append(broker.start())
+        except BaseException:
+            cls(namesrv, brokers).stop()
+            raise
+        return cls(namesrv, brokers)
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+        self.namesrv.stop()
+
+
 def wait_listening(port: int, alive: Any, timeout: float) -> bool:
     """Whether something listens on 127.0.0.1:``port`` within ``timeout`` while ``alive()`` holds."""
     deadline = time.monotonic() + timeout
@@ -148,14 +186,65 @@ def wait_listening(port: int, alive: Any, timeout: float) -> bool:
     return False
 
 
-def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
+async def eventually(
+    check: Callable[[], Any],
+    timeout: float = 10.0,
+    what: str = "condition",
+    *,
+    interval: float = 0.05,
+    in_thread: bool = False,
+) -> Any:
+    """Poll ``check`` until it returns something truthy, and return that; fail after ``timeout`` seconds.
+
+    ``check`` may be a plain function or a coroutine function. A blocking check (HTTP with urllib, a
+    subprocess) takes ``in_thread=True`` so the event loop goes on serving the test's connections."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
+    while True:
+        value = await asyncio.to_thread(check) if in_thread else check()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not met within {timeout} s (last: {value!r})")
+        await asyncio.sleep(interval)
+
+
+def wait_for(
+    check: Callable[[], Any], timeout: float = 10.0, what: str = "condition", *, interval: float = 0.05
+) -> Any:
+    """:func:`eventually` for tests without an event loop (processes, threads): blocks between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not met within {timeout} s (last: {value!r})")
         time.sleep(interval)
-    raise AssertionError("condition not met in time")
+
+
+async def create_topic(broker: str, topic: str, queues: int = 4, *, routed_by: str | None = None) -> None:
+    """Create ``topic`` on the broker at ``broker``; with ``routed_by`` (a name server), also wait until
+    that name server routes it, for clients that fail a send at once on TOPIC_NOT_EXIST."""
+    c = await RawClient.open(broker)
+    try:
+        resp = await c.create_topic(topic, queues)
+        assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+    finally:
+        c.close()
+    if routed_by is None:
+        return
+    n = await RawClient.open(routed_by)
+
+    async def routed() -> dict[str, Any] | None:
+        route = await n.route(topic)
+        return route if route and route.get("queueDatas") else None
+
+    try:
+        await eventually(routed, what=f"a route for {topic}", interval=0.1)
+    finally:
+        n.close()
 
 
 @dataclass
