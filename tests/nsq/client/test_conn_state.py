@@ -9,20 +9,23 @@ import pytest
 
 from tidemq.nsq.client.config import Config
 from tidemq.nsq.client.conn import NsqdConn
-from tidemq.nsq.client.conn_state import ENDED, TRANSITIONS, ConnEvent, ConnState, advance, notifies
+from tidemq.nsq.client.conn_state import ENDED, TRANSITIONS, ConnEvent, ConnState, notifies
 from tidemq.nsq.protocol import FrameType, Message, encode_frame
 
 S, E = ConnState, ConnEvent
+advance = TRANSITIONS.advance
 
 
 def test_the_way_up() -> None:
-    assert advance(S.CONNECTING, E.BOOTSTRAP_DONE) is S.BOOTSTRAPPED
-    assert advance(S.BOOTSTRAPPED, E.GO_LIVE) is S.LIVE
+    state = S.CONNECTING
+    for event, expected in ((E.BOOTSTRAP_DONE, S.BOOTSTRAPPED), (E.GO_LIVE, S.LIVE)):
+        state = advance(state, event)
+        assert state is expected
 
 
 def test_a_connection_that_never_bootstrapped_ends_without_on_close() -> None:
-    assert advance(S.CONNECTING, E.CONNECT_FAILED) is S.TORN_DOWN
-    assert advance(S.CONNECTING, E.CLOSE) is S.TORN_DOWN
+    for event in (E.CONNECT_FAILED, E.CLOSE):
+        assert advance(S.CONNECTING, event) is S.TORN_DOWN
     # close() while bootstrapping, then connect() notices and raises
     assert advance(S.TORN_DOWN, E.CONNECT_FAILED) is S.TORN_DOWN
     assert not notifies(S.TORN_DOWN, E.TEARDOWN)
@@ -51,7 +54,7 @@ def test_ended_states_never_open_again() -> None:
 
 
 def test_an_impossible_move_is_a_bug() -> None:
-    with pytest.raises(RuntimeError, match="go live while connecting"):
+    with pytest.raises(RuntimeError, match="connection to nsqd: go live while connecting"):
         advance(S.CONNECTING, E.GO_LIVE)
     with pytest.raises(RuntimeError):
         advance(S.CLOSED, E.CLOSE)  # close() returns early once closed

@@ -8,26 +8,28 @@ import pytest
 
 from tests.nsq.nsqd.test_verbs import Transport, fake_nsqd
 from tidemq.nsq.nsqd.connection import NsqConnection
-from tidemq.nsq.nsqd.lifecycle import TRANSITIONS, Event, Lifecycle, Writer, advance
+from tidemq.nsq.nsqd.lifecycle import TRANSITIONS, Event, Lifecycle, Writer
 from tidemq.nsq.nsqd.verbs import State
 from tidemq.nsq.protocol import MAGIC_V2, FrameType, encode_frame
 
 L, E = Lifecycle, Event
-
-
-def test_closing_without_held_output_closes() -> None:
-    assert advance(L.OPEN, E.CLOSE) is L.CLOSED
-    assert advance(L.CLOSE_PENDING, E.CLOSE) is L.CLOSED
+advance = TRANSITIONS.advance
 
 
 def test_held_output_defers_the_close_until_it_is_written() -> None:
-    assert advance(L.OPEN, E.CLOSE_HELD) is L.CLOSE_PENDING
-    assert advance(L.CLOSE_PENDING, E.CLOSE_HELD) is L.CLOSE_PENDING
-    assert advance(L.CLOSE_PENDING, E.RELEASED) is L.CLOSED
+    state = L.OPEN
+    for event, expected in (
+        (E.CLOSE_HELD, L.CLOSE_PENDING),
+        (E.CLOSE_HELD, L.CLOSE_PENDING),
+        (E.RELEASED, L.CLOSED),
+    ):
+        state = advance(state, event)
+        assert state is expected
 
 
-def test_a_lost_socket_closes_from_anywhere() -> None:
+def test_closing_without_held_output_or_a_lost_socket_closes_from_anywhere() -> None:
     for state in Lifecycle:
+        assert advance(state, E.CLOSE) is L.CLOSED
         assert advance(state, E.LOST) is L.CLOSED
 
 
@@ -40,7 +42,7 @@ def test_closed_is_final() -> None:
 
 def test_released_means_nothing_while_open() -> None:
     """Held output is written all the time while open; only a pending close waits for it."""
-    with pytest.raises(RuntimeError, match="held output written while open"):
+    with pytest.raises(RuntimeError, match="nsqd connection: held output written while open"):
         advance(L.OPEN, E.RELEASED)
 
 

@@ -26,7 +26,7 @@ from typing import Protocol, cast
 from tidemq.address import split_host_port
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
 from tidemq.nsq.client.config import Config
-from tidemq.nsq.client.conn_state import ConnEvent, ConnState, advance, notifies
+from tidemq.nsq.client.conn_state import TRANSITIONS, ConnEvent, ConnState, notifies
 from tidemq.nsq.client.errors import AuthError, NotConnectedError, NSQClientError, ProtocolError
 from tidemq.nsq.client.message import Message as ClientMessage
 from tidemq.nsq.client.message import MessageDelegate
@@ -140,7 +140,7 @@ class NsqdConn(BufferedReceiver):
         return state is not _LIVE and (state is _CLOSED or state is _TORN_DOWN)
 
     def _move(self, event: ConnEvent) -> None:
-        self._state = advance(self._state, event)
+        self._state = TRANSITIONS.advance(self._state, event)
 
     # --- bootstrap ------------------------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import enum
 
+from tidemq.nsq.transitions import Transitions
+
 
 class ConnState(enum.Enum):
     #: Dialing, then IDENTIFY, the upgrades nsqd grants, AUTH; reads are collected for the handshake.
@@ -49,33 +51,28 @@ class ConnEvent(enum.Enum):
 _S, _E = ConnState, ConnEvent
 
 #: Every allowed move; ``NsqdConn`` checks the state before an event where the pair is not listed here.
-TRANSITIONS: dict[tuple[ConnState, ConnEvent], ConnState] = {
-    (_S.CONNECTING, _E.BOOTSTRAP_DONE): _S.BOOTSTRAPPED,
-    (_S.CONNECTING, _E.CONNECT_FAILED): _S.TORN_DOWN,
-    # closed before it was established: connect() raises, so nobody is told on_close
-    (_S.CONNECTING, _E.CLOSE): _S.TORN_DOWN,
-    (_S.BOOTSTRAPPED, _E.GO_LIVE): _S.LIVE,
-    (_S.BOOTSTRAPPED, _E.CLOSE): _S.CLOSED,
-    (_S.BOOTSTRAPPED, _E.TEARDOWN): _S.TORN_DOWN,
-    (_S.LIVE, _E.CLOSE): _S.CLOSED,
-    (_S.LIVE, _E.TEARDOWN): _S.TORN_DOWN,
-    (_S.CLOSED, _E.TEARDOWN): _S.TORN_DOWN,
-    # bootstrap's last step noticed a close() that came while it ran
-    (_S.TORN_DOWN, _E.CONNECT_FAILED): _S.TORN_DOWN,
-    # a read failed after the owner closed it: the teardown close() scheduled finds it done
-    (_S.TORN_DOWN, _E.TEARDOWN): _S.TORN_DOWN,
-}
+TRANSITIONS = Transitions(
+    "connection to nsqd",
+    {
+        (_S.CONNECTING, _E.BOOTSTRAP_DONE): _S.BOOTSTRAPPED,
+        (_S.CONNECTING, _E.CONNECT_FAILED): _S.TORN_DOWN,
+        # closed before it was established: connect() raises, so nobody is told on_close
+        (_S.CONNECTING, _E.CLOSE): _S.TORN_DOWN,
+        (_S.BOOTSTRAPPED, _E.GO_LIVE): _S.LIVE,
+        (_S.BOOTSTRAPPED, _E.CLOSE): _S.CLOSED,
+        (_S.BOOTSTRAPPED, _E.TEARDOWN): _S.TORN_DOWN,
+        (_S.LIVE, _E.CLOSE): _S.CLOSED,
+        (_S.LIVE, _E.TEARDOWN): _S.TORN_DOWN,
+        (_S.CLOSED, _E.TEARDOWN): _S.TORN_DOWN,
+        # bootstrap's last step noticed a close() that came while it ran
+        (_S.TORN_DOWN, _E.CONNECT_FAILED): _S.TORN_DOWN,
+        # a read failed after the owner closed it: the teardown close() scheduled finds it done
+        (_S.TORN_DOWN, _E.TEARDOWN): _S.TORN_DOWN,
+    },
+)
 
 #: Where nothing more is sent or delivered.
 ENDED = frozenset({ConnState.CLOSED, ConnState.TORN_DOWN})
-
-
-def advance(state: ConnState, event: ConnEvent) -> ConnState:
-    """The state ``event`` moves ``state`` to; a pair not in ``TRANSITIONS`` is a bug in the caller."""
-    try:
-        return TRANSITIONS[state, event]
-    except KeyError:
-        raise RuntimeError(f"nsqd connection: {event.value} while {state.value}") from None
 
 
 def notifies(state: ConnState, event: ConnEvent) -> bool:

@@ -31,7 +31,7 @@ from tidemq.nsq.nsqd import identify
 from tidemq.nsq.nsqd.auth import AuthSession
 from tidemq.nsq.nsqd.channel import Channel
 from tidemq.nsq.nsqd.config import TLSRequired
-from tidemq.nsq.nsqd.lifecycle import Event, Lifecycle, Writer, advance
+from tidemq.nsq.nsqd.lifecycle import TRANSITIONS, Event, Lifecycle, Writer
 from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, check_publish_line, unknown_verb, wrong_state
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
@@ -229,7 +229,7 @@ class NsqConnection(BufferedReceiver):
             self.transport.close()
 
     def _move(self, event: Event) -> None:
-        self.lifecycle = advance(self.lifecycle, event)
+        self.lifecycle = TRANSITIONS.advance(self.lifecycle, event)
 
     async def _heartbeats(self) -> None:
         """Heartbeat every interval; two missed beats (no bytes in 2 intervals) end the connection."""

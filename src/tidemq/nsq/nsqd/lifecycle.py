@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import enum
 
+from tidemq.nsq.transitions import Transitions
+
 
 class Lifecycle(enum.Enum):
     #: Reading commands; while SUBSCRIBED, taking messages.
@@ -39,26 +41,21 @@ class Event(enum.Enum):
 _L, _E = Lifecycle, Event
 
 #: Every move. Closing again after CLOSED changes nothing: the socket was closed already.
-TRANSITIONS: dict[tuple[Lifecycle, Event], Lifecycle] = {
-    (_L.OPEN, _E.CLOSE): _L.CLOSED,
-    (_L.OPEN, _E.CLOSE_HELD): _L.CLOSE_PENDING,
-    (_L.OPEN, _E.LOST): _L.CLOSED,
-    (_L.CLOSE_PENDING, _E.CLOSE): _L.CLOSED,
-    (_L.CLOSE_PENDING, _E.CLOSE_HELD): _L.CLOSE_PENDING,
-    (_L.CLOSE_PENDING, _E.RELEASED): _L.CLOSED,
-    (_L.CLOSE_PENDING, _E.LOST): _L.CLOSED,
-    (_L.CLOSED, _E.CLOSE): _L.CLOSED,
-    (_L.CLOSED, _E.CLOSE_HELD): _L.CLOSED,
-    (_L.CLOSED, _E.LOST): _L.CLOSED,
-}
-
-
-def advance(state: Lifecycle, event: Event) -> Lifecycle:
-    """The lifecycle ``event`` moves ``state`` to; a pair not in ``TRANSITIONS`` is a bug in the caller."""
-    try:
-        return TRANSITIONS[state, event]
-    except KeyError:
-        raise RuntimeError(f"nsqd connection: {event.value} while {state.value}") from None
+TRANSITIONS = Transitions(
+    "nsqd connection",
+    {
+        (_L.OPEN, _E.CLOSE): _L.CLOSED,
+        (_L.OPEN, _E.CLOSE_HELD): _L.CLOSE_PENDING,
+        (_L.OPEN, _E.LOST): _L.CLOSED,
+        (_L.CLOSE_PENDING, _E.CLOSE): _L.CLOSED,
+        (_L.CLOSE_PENDING, _E.CLOSE_HELD): _L.CLOSE_PENDING,
+        (_L.CLOSE_PENDING, _E.RELEASED): _L.CLOSED,
+        (_L.CLOSE_PENDING, _E.LOST): _L.CLOSED,
+        (_L.CLOSED, _E.CLOSE): _L.CLOSED,
+        (_L.CLOSED, _E.CLOSE_HELD): _L.CLOSED,
+        (_L.CLOSED, _E.LOST): _L.CLOSED,
+    },
+)
 
 
 class Writer(enum.Enum):
