@@ -14,6 +14,8 @@ from tidemq.record.layout import (
     INT32,
     POS_SYSFLAG,
     POS_TOTAL_SIZE,
+    PROPERTIES_LENGTH,
+    TOPIC_LENGTH_SIZE,
     body_length_pos,
 )
 
@@ -77,22 +79,61 @@ def record_runs(draw: st.DrawFn) -> bytes:
     return b"".join(r.data for r in draw(st.lists(records(), max_size=4)))
 
 
+_DAMAGE = (
+    "total", "body length", "inner length", "compressed flag",
+    "bytes", "truncated", "properties text", "trailing",
+)  # fmt: skip
+
+
 @st.composite
 def damaged_record_runs(draw: st.DrawFn) -> bytes:
-    """Records back to back with one length field, or a few bytes, or the end, gone wrong."""
+    """Records back to back with something in the first one gone wrong: its total size or body length
+    (often by a few bytes around the largest value that still fits), its topic length or properties
+    length (by a few), its compressed flag, a few bytes, or the end; or properties that are any text, or
+    junk after the last record."""
     data = bytearray(b"".join(r.data for r in draw(st.lists(records(), min_size=1, max_size=3))))
-    kind = draw(st.sampled_from(["total", "body length", "bytes", "truncated"]))
+    kind = draw(st.sampled_from(_DAMAGE))
+    (sys_flag,) = INT32.unpack_from(data, POS_SYSFLAG)
+    body_len_pos = body_length_pos(sys_flag)
     if kind == "total":
-        INT32.pack_into(data, POS_TOTAL_SIZE, draw(st.integers(-4, len(data) + 4)))
+        edge = len(data)  # the largest total size that still fits the buffer
+        INT32.pack_into(data, POS_TOTAL_SIZE, draw(_near(edge, st.integers(-4, len(data) + 4))))
     elif kind == "body length":
-        (sys_flag,) = INT32.unpack_from(data, POS_SYSFLAG)
-        INT32.pack_into(data, body_length_pos(sys_flag), draw(st.integers(-4, len(data))))
+        edge = len(data) - body_len_pos - INT32.size
+        INT32.pack_into(data, body_len_pos, draw(_near(edge, st.integers(-4, len(data)))))
+    elif kind == "inner length":
+        (body_len,) = INT32.unpack_from(data, body_len_pos)
+        topic_len_pos = body_len_pos + INT32.size + body_len
+        if draw(st.booleans()):
+            data[topic_len_pos] = max(0, min(255, data[topic_len_pos] + draw(st.integers(-3, 3))))
+        else:
+            props_len_pos = topic_len_pos + TOPIC_LENGTH_SIZE + data[topic_len_pos]
+            (props_len,) = PROPERTIES_LENGTH.unpack_from(data, props_len_pos)
+            props_len = max(-(2**15), props_len + draw(st.integers(-3, 3)))
+            PROPERTIES_LENGTH.pack_into(data, props_len_pos, props_len)
+    elif kind == "compressed flag":  # a stored body that is not zlib, or a zlib one read as stored
+        INT32.pack_into(data, POS_SYSFLAG, sys_flag ^ SysFlag.COMPRESSED)
     elif kind == "bytes":
-        for _ in range(draw(st.integers(1, 4))):
+        for _ in range(draw(st.integers(1, 5))):
             data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
-    else:
+    elif kind == "truncated":
         del data[draw(st.integers(0, len(data) - 1)) :]
+    elif kind == "properties text":
+        data += encode_record(
+            topic=draw(st.text(max_size=5)), queue_id=0, body=draw(st.binary(max_size=20)),
+            properties=draw(st.text(max_size=10)), born_host=draw(HOSTS), store_host=draw(HOSTS),
+        )  # fmt: skip
+    else:
+        data += draw(st.binary(min_size=1, max_size=8))
     return bytes(data)
+
+
+def _near(edge: int, anywhere: st.SearchStrategy[int]) -> st.SearchStrategy[int]:
+    return st.one_of(anywhere, st.integers(edge - 3, edge + 3))
+
+
+#: What a decoder may be handed from outside: any bytes, or records, whole or damaged.
+RECORD_LIKE_BYTES = st.one_of(st.binary(max_size=300), record_runs(), damaged_record_runs())
 
 
 def joined(*properties: str) -> str:

@@ -19,7 +19,7 @@ from tests.record.strategies import (
     PROPERTIES,
     PROPERTY_KEYS,
     PROPERTY_TEXT,
-    damaged_record_runs,
+    RECORD_LIKE_BYTES,
     joined,
     record_runs,
 )
@@ -46,13 +46,15 @@ from tidemq.record import (
 )
 
 TWINS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: The decoders take bytes from outside (a pull answer, a file): more examples.
+DECODERS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --- decoders ---------------------------------------------------------------------------------------
 
 
-@TWINS
-@given(st.one_of(record_runs(), damaged_record_runs()), st.booleans())
+@DECODERS
+@given(RECORD_LIKE_BYTES, st.booleans())
 def test_decode_records_is_iter_records(data: bytes, decompress: bool) -> None:
     """The same messages, field for field, or the same refusal."""
     try:
@@ -78,10 +80,10 @@ def test_record_bodies_is_iter_records(data: bytes) -> None:
     assert record_bodies(memoryview(data)) == expected
 
 
-@TWINS
-@given(damaged_record_runs())
+@DECODERS
+@given(RECORD_LIKE_BYTES)
 def test_record_bodies_refuses_what_iter_records_refuses_unless_only_text_is_wrong(data: bytes) -> None:
-    """Damaged records: a refusal, or (when the reference accepts) the reference's answer. The fast reader
+    """Any bytes: a refusal, or (when the reference accepts) the reference's answer. The fast reader
     leaves topics and properties undecoded, so it may accept what the reference refuses as not UTF-8."""
     try:
         expected = list(iter_records(data, decompress=False))
@@ -182,7 +184,7 @@ def test_build_stored_batch_refuses_a_delay_level_as_the_reference_reads_it(
 
 @TWINS
 @given(
-    st.lists(st.binary(max_size=60), min_size=1, max_size=5),
+    st.lists(st.binary(max_size=300), min_size=1, max_size=5),
     PROPERTIES,
     ANY_INT64,
     HOSTS,
@@ -215,3 +217,4 @@ def test_build_uniform_batch_is_encode_record_per_body(
     assert batch.sizes == [len(r) for r in records]
     assert batch.tags_codes == [0] * len(bodies)
     assert batch.keys == [[]] * len(bodies)
+    assert [m.body for m in iter_records(batch.data)] == bodies

@@ -1,37 +1,19 @@
-"""Property tests: the decoders never fail with anything but their own errors, and encoders round-trip."""
+"""Property tests of the wire decoders (remoting frames and headers, nsqd's command parser): they never
+fail with anything but their own errors, read the same however the bytes are split, and round-trip.
+
+The record layer's decoders are fuzzed in tests/record/test_fuzz_records.py.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
 import json
 import struct
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.nsq.protocol import MAGIC_V2, CommandParser, FinRun, NSQError
-from tidemq.record import (
-    PROPERTY_SEPARATOR,
-    BatchItem,
-    MessageDecodeError,
-    SysFlag,
-    build_stored_batch,
-    build_uniform_batch,
-    decode_batch,
-    decode_properties,
-    decode_record,
-    decode_records,
-    encode_batch,
-    encode_properties,
-    encode_record,
-    iter_records,
-    record_bodies,
-    tag_hash,
-)
 from tidemq.remoting.codes import LanguageCode, SerializeType
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import FrameDecoder, FrameError, HeaderError, encode
@@ -42,7 +24,6 @@ ROUND_TRIP = settings(max_examples=200, deadline=None, suppress_health_check=[He
 
 INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
-INT64 = st.integers(-(2**63), 2**63 - 1)
 
 # --- strategies for frames ----------------------------------------------------------------------------
 
@@ -218,142 +199,7 @@ def test_frame_decoder_chunking_does_not_change_the_result(data: st.DataObject) 
     assert summary(lambda: FrameDecoder().feed(stream)) == summary(lambda: _feed_all(stream, cuts))
 
 
-# --- (2) record and batch decoders raise only MessageDecodeError --------------------------------------
-
-
-def _valid_record(draw: st.DrawFn) -> bytes:
-    """A well-formed record; its sys_flag may still claim IPv6 hosts that are not there."""
-    return bytes(_record_and_body_len_pos(draw)[0])
-
-
-def _record_and_body_len_pos(draw: st.DrawFn) -> tuple[bytes, int]:
-    born = draw(st.sampled_from([bytes(8), bytes(20)]))
-    store = draw(st.sampled_from([bytes(8), bytes(20)]))
-    data = encode_record(
-        topic=draw(st.text(max_size=5)),
-        queue_id=draw(INT32),
-        body=draw(st.binary(max_size=20)),
-        properties=draw(st.text(max_size=10)),
-        sys_flag=draw(st.sampled_from([0, 1, 0x10, 0x20, 0x31])),
-        born_host=born,
-        store_host=store,
-    )
-    return bytes(data), 84 + len(born) - 8 + len(store) - 8
-
-
-@st.composite
-def record_like_bytes(draw: st.DrawFn) -> bytes:
-    kind = draw(st.sampled_from(["raw", "mutated", "truncated", "concat", "lengths"]))
-    if kind == "raw":
-        return draw(st.binary(max_size=300))
-    record, body_len_pos = _record_and_body_len_pos(draw)
-    data = bytearray(record)
-    if kind == "lengths":
-        # rewrite TOTALSIZE or BODYLEN with a value near the real sizes
-        pos = draw(st.sampled_from([0, body_len_pos]))
-        # the largest value that still fits the buffer, give or take a few bytes
-        edge = len(data) if pos == 0 else len(data) - body_len_pos - 4
-        value = draw(st.one_of(st.integers(-4, len(data) + 4), st.integers(edge - 3, edge + 3)))
-        struct.pack_into(">i", data, pos, value)
-        return bytes(data)
-    if kind == "truncated":
-        return bytes(data[: draw(st.integers(0, len(data)))])
-    if kind == "concat":
-        return bytes(data) + _valid_record(draw) + draw(st.binary(max_size=8))
-    for _ in range(draw(st.integers(1, 5))):
-        i = draw(st.integers(0, len(data) - 1))
-        data[i] = draw(st.integers(0, 255))
-    return bytes(data)
-
-
-@FUZZ
-@given(record_like_bytes(), st.booleans(), st.booleans())
-def test_record_decoders_raise_only_message_decode_error(data: bytes, decompress: bool, crc: bool) -> None:
-    with contextlib.suppress(MessageDecodeError):
-        decode_record(data, decompress=decompress, check_crc=crc)
-    with contextlib.suppress(MessageDecodeError):
-        for msg in iter_records(data, decompress=decompress):
-            assert msg.store_size >= 91
-
-
-@st.composite
-def records_with_a_bad_inner_length(draw: st.DrawFn) -> bytes:
-    """A valid record then one whose topic length byte or properties length is off by a little."""
-    record, body_len_pos = _record_and_body_len_pos(draw)
-    data = bytearray(record)
-    (body_len,) = struct.unpack_from(">i", data, body_len_pos)
-    topic_len_pos = body_len_pos + 4 + body_len
-    props_len_pos = topic_len_pos + 1 + data[topic_len_pos]
-    if draw(st.booleans()):
-        data[topic_len_pos] = max(0, min(255, data[topic_len_pos] + draw(st.integers(-3, 3))))
-    else:
-        (props_len,) = struct.unpack_from(">h", data, props_len_pos)
-        struct.pack_into(">h", data, props_len_pos, max(-(2**15), props_len + draw(st.integers(-3, 3))))
-    return _valid_record(draw) + bytes(data)
-
-
-@FUZZ
-@given(st.one_of(record_like_bytes(), records_with_a_bad_inner_length()))
-def test_decode_records_agrees_with_iter_records(data: bytes) -> None:
-    """The one-pass pull decoder: the same messages as the record-by-record one, or the same refusal."""
-    try:
-        expected = list(iter_records(data))
-    except MessageDecodeError:
-        with pytest.raises(MessageDecodeError):
-            decode_records(data)
-        return
-    assert decode_records(data) == expected
-    assert decode_records(memoryview(data)) == expected
-
-
-@FUZZ
-@given(st.one_of(record_like_bytes(), records_with_a_bad_inner_length()))
-def test_record_bodies_agree_with_iter_records(data: bytes) -> None:
-    """nsqd's lean reader: the same offsets, timestamps, bodies and properties, or a refusal."""
-    try:
-        expected = list(iter_records(data, decompress=False))
-    except MessageDecodeError:
-        with contextlib.suppress(MessageDecodeError):  # it does not decode properties: may accept
-            record_bodies(data)
-        return
-    got = record_bodies(data)
-    assert [(o, ts, body) for o, ts, body, _ in got] == [
-        (m.queue_offset, m.store_timestamp, m.body) for m in expected
-    ]
-    assert [decode_properties(props.decode()) for *_, props in got] == [m.properties for m in expected]
-
-
-@FUZZ
-@given(st.binary(max_size=300), st.integers(0, 400))
-def test_decode_record_at_random_position(data: bytes, pos: int) -> None:
-    with contextlib.suppress(MessageDecodeError):
-        decode_record(data, pos)
-
-
-@st.composite
-def batch_like_bytes(draw: st.DrawFn) -> bytes:
-    if draw(st.booleans()):
-        return draw(st.binary(max_size=200))
-    item = st.builds(BatchItem, INT32, st.binary(max_size=10), st.text(max_size=10))
-    items = draw(st.lists(item, max_size=4))
-    data = bytearray(encode_batch(items))
-    for _ in range(draw(st.integers(0, 4))):
-        if data:
-            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
-    return bytes(data[: draw(st.integers(0, len(data)))]) if draw(st.booleans()) else bytes(data)
-
-
-@FUZZ
-@given(batch_like_bytes())
-def test_decode_batch_raises_only_message_decode_error(data: bytes) -> None:
-    try:
-        items = decode_batch(data)
-    except MessageDecodeError:
-        return
-    assert all(isinstance(item, BatchItem) for item in items)
-
-
-# --- (3) round trips ------------------------------------------------------------------------------------
+# --- (2) round trips ------------------------------------------------------------------------------------
 
 _TEXT = st.text(max_size=12)
 
@@ -404,115 +250,6 @@ def test_command_round_trip(cmds: list[RemotingCommand], data: st.DataObject) ->
         assert got.is_oneway == want.is_oneway
 
 
-_PROP_PART = st.text(
-    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
-    min_size=1,
-    max_size=10,
-)
-_IPV4 = st.builds(
-    lambda ip, port: (ip + struct.pack(">i", port), ".".join(map(str, ip)) + f":{port}"),
-    st.binary(min_size=4, max_size=4),
-    st.integers(0, 65535),
-)
-
-
-def _v6_text(ip: bytes, port: int) -> str:
-    return f"[{ipaddress.IPv6Address(ip)}]:{port}"
-
-
-_IPV6 = st.builds(
-    lambda ip, port: (ip + struct.pack(">i", port), _v6_text(ip, port)),
-    st.binary(min_size=16, max_size=16),
-    st.integers(0, 65535),
-)
-
-
-@st.composite
-def records(draw: st.DrawFn) -> dict:
-    topic = draw(st.text(max_size=40).filter(lambda t: len(t.encode()) <= 127))
-    born, born_text = draw(st.one_of(_IPV4, _IPV6))
-    store, store_text = draw(st.one_of(_IPV4, _IPV6))
-    compressed = draw(st.booleans())
-    body = draw(st.binary(max_size=200))
-    # only bits the encoder does not own: compression/v6 are derived from the other arguments
-    sys_flag = draw(INT32) & ~(SysFlag.COMPRESSED | SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
-    if compressed:
-        sys_flag |= SysFlag.COMPRESSED
-    return dict(
-        topic=topic,
-        queue_id=draw(INT32),
-        body=body,
-        compressed=compressed,
-        props=draw(st.dictionaries(_PROP_PART, _PROP_PART, max_size=5)),
-        flag=draw(INT32),
-        sys_flag=sys_flag,
-        born_timestamp=draw(INT64),
-        born=born,
-        born_text=born_text,
-        store_timestamp=draw(INT64),
-        store=store,
-        store_text=store_text,
-        reconsume_times=draw(INT32),
-        prepared=draw(INT64),
-        queue_offset=draw(INT64),
-        commit_log_offset=draw(INT64),
-    )
-
-
-@ROUND_TRIP
-@given(st.lists(records(), min_size=1, max_size=2))
-def test_record_round_trip(recs: list[dict]) -> None:
-    encoded = []
-    for r in recs:
-        stored = zlib.compress(r["body"], 5) if r["compressed"] else r["body"]
-        encoded.append(
-            bytes(
-                encode_record(
-                    topic=r["topic"],
-                    queue_id=r["queue_id"],
-                    body=stored,
-                    properties=encode_properties(r["props"]),
-                    flag=r["flag"],
-                    sys_flag=r["sys_flag"],
-                    born_timestamp=r["born_timestamp"],
-                    born_host=r["born"],
-                    store_timestamp=r["store_timestamp"],
-                    store_host=r["store"],
-                    reconsume_times=r["reconsume_times"],
-                    prepared_transaction_offset=r["prepared"],
-                    queue_offset=r["queue_offset"],
-                    commit_log_offset=r["commit_log_offset"],
-                )
-            )
-        )
-    decoded = list(iter_records(b"".join(encoded)))
-    assert decode_records(b"".join(encoded)) == decoded
-    stored_bodies = [m.body for m in iter_records(b"".join(encoded), decompress=False)]
-    assert [body for _, _, body, _ in record_bodies(b"".join(encoded))] == stored_bodies
-    assert len(decoded) == len(recs)
-    for msg, r, raw in zip(decoded, recs, encoded, strict=True):
-        v6_bits = (SysFlag.BORNHOST_V6 if len(r["born"]) == 20 else 0) | (
-            SysFlag.STOREHOST_V6 if len(r["store"]) == 20 else 0
-        )
-        assert msg.topic == r["topic"]
-        assert msg.body == r["body"]
-        assert msg.queue_id == r["queue_id"]
-        assert msg.flag == r["flag"]
-        assert msg.sys_flag == r["sys_flag"] | v6_bits
-        assert msg.born_timestamp == r["born_timestamp"]
-        assert msg.born_host == r["born_text"]
-        assert msg.store_timestamp == r["store_timestamp"]
-        assert msg.store_host == r["store_text"]
-        assert msg.store_host_raw == r["store"]
-        assert msg.reconsume_times == r["reconsume_times"]
-        assert msg.prepared_transaction_offset == r["prepared"]
-        assert msg.queue_offset == r["queue_offset"]
-        assert msg.commit_log_offset == r["commit_log_offset"]
-        assert msg.properties == r["props"]
-        assert msg.store_size == len(raw)
-        assert decode_record(raw, check_crc=True).body == r["body"]
-
-
 _NSQ_LINES = st.one_of(
     st.binary(min_size=16, max_size=16).map(lambda i: b"FIN " + i.replace(b"\n", b"x") + b"\n"),
     st.binary(max_size=15).map(lambda i: b"FIN " + i.replace(b"\n", b"x") + b"\n"),
@@ -552,86 +289,6 @@ def test_nsq_command_parser_reads_the_same_however_split(lines: list[bytes], dat
     if not any(b"PUB" in line[:4] for line in lines):
         words = [line[: -2 if line.endswith(b"\r\n") else -1].split(b" ") for line in lines]
         assert whole == [(name, params, None) for name, *params in words]
-
-
-@ROUND_TRIP
-@given(
-    st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=5),
-    st.text(max_size=40).map(lambda t: t.replace("\x01", "").replace("\x02", "")),
-    st.sampled_from([b"\x7f\x00\x00\x01\x00\x00\x10\x00", bytes(range(20))]),
-    INT64,
-)
-def test_uniform_batch_is_the_records_encode_record_builds(
-    bodies: list[bytes], value: str, host: bytes, timestamp: int
-) -> None:
-    """nsqd's batch builder lays out exactly the records ``encode_record`` builds one by one."""
-    props = encode_properties({"NSQ_TS": value}) if value else ""
-    batch = build_uniform_batch(
-        bodies, topic="nsq:t", queue_id=0, properties=props, timestamp=timestamp, born_host=host,
-        store_host=host,
-    )  # fmt: skip
-    records = [
-        encode_record(
-            topic="nsq:t", queue_id=0, body=body, properties=props, born_timestamp=timestamp,
-            born_host=host, store_timestamp=timestamp, store_host=host,
-        )
-        for body in bodies
-    ]  # fmt: skip
-    assert bytes(batch.data) == b"".join(records)
-    assert batch.sizes == [len(r) for r in records]
-    assert [m.body for m in iter_records(batch.data)] == bodies
-
-
-_KEY_LIKE = st.sampled_from(["TAGS\x01", "KEYS\x01", "UNIQ_KEY\x01", "DELAY\x01", "\x02", "x"])
-_PROPERTY_VALUE = st.text(
-    st.characters(blacklist_characters="\x01\x02", blacklist_categories=["Cs"]), min_size=1, max_size=12
-)
-
-
-@ROUND_TRIP
-@given(
-    st.lists(
-        st.tuples(
-            st.lists(_KEY_LIKE, max_size=4).map(lambda parts: "".join(parts).encode()),  # body look-alikes
-            st.dictionaries(
-                st.sampled_from(["UNIQ_KEY", "TAGS", "KEYS", "a", "XTAGS", "XUNIQ_KEY"]),
-                _PROPERTY_VALUE,
-                max_size=4,
-            ),
-        ),
-        min_size=1,
-        max_size=6,
-    ),
-    st.sampled_from(["", "CLUSTER\x01c1", "WAIT\x01true\x02CLUSTER\x01c1"]),
-)
-def test_stored_batch_is_encode_record_per_message_with_its_own_keys_and_tags(
-    messages: list[tuple[bytes, dict[str, str]]], extra: str
-) -> None:
-    """The broker's batch builder, which searches raw properties for a few keys, agrees with decoding
-    each message's properties: the records ``encode_record`` builds, tags hashed and keys indexed from
-    the message's own properties only (its body may hold anything, key look-alikes included)."""
-    host = b"\x7f\x00\x00\x01\x00\x00\x10\x00"
-    items = [BatchItem(0, body, encode_properties(props)) for body, props in messages]
-    batch = build_stored_batch(
-        encode_batch(items), topic="B", queue_id=2, sys_flag=0, born_timestamp=5, born_host=host,
-        store_timestamp=6, store_host=host, extra_properties=extra, max_body=1024,
-    )  # fmt: skip
-    records = [
-        encode_record(
-            topic="B", queue_id=2, body=item.body,
-            properties=PROPERTY_SEPARATOR.join(p for p in (item.properties, extra) if p),
-            born_timestamp=5, born_host=host, store_timestamp=6, store_host=host,
-        )
-        for item in items
-    ]  # fmt: skip
-    assert bytes(batch.data) == b"".join(records)
-    assert batch.sizes == [len(r) for r in records]
-    assert batch.tags_codes == [tag_hash(props.get("TAGS")) for _, props in messages]
-    expected_keys = [
-        props.get("KEYS", "").encode().split() + ([props["UNIQ_KEY"].encode()] if "UNIQ_KEY" in props else [])
-        for _, props in messages
-    ]
-    assert batch.keys == expected_keys
 
 
 def test_nsq_fin_run_stops_at_a_short_fin() -> None:
