@@ -12,15 +12,8 @@ import pytest
 
 from tidemq.nsq.transitions import Transitions
 
-
-class Door(enum.Enum):
-    OPEN = "open"
-    SHUT = "shut"
-
-
-class Push(enum.Enum):
-    CLOSE = "close"
-    SLAM = "slam"
+Door = enum.Enum("Door", {"OPEN": "open", "SHUT": "shut"})
+Push = enum.Enum("Push", {"CLOSE": "close", "SLAM": "slam"})
 
 
 TABLE = {

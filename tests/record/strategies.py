@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from tidemq.record import PROPERTY_SEPARATOR, SysFlag, encode_properties, encode_record
@@ -18,6 +19,11 @@ from tidemq.record.layout import (
     TOPIC_LENGTH_SIZE,
     body_length_pos,
 )
+
+#: Property tests of pure functions: no deadline (a busy machine is not a failure).
+SOME = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: Decoders that take bytes from outside (a pull answer, a file): more examples.
+MANY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 ANY_INT32 = st.integers(-(2**31), 2**31 - 1)
 ANY_INT64 = st.integers(-(2**63), 2**63 - 1)

@@ -9,17 +9,19 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.record.strategies import (
     ANY_INT32,
     ANY_INT64,
     HOSTS,
+    MANY,
     PROPERTIES,
     PROPERTY_KEYS,
     PROPERTY_TEXT,
     RECORD_LIKE_BYTES,
+    SOME,
     joined,
     record_runs,
 )
@@ -45,15 +47,10 @@ from tidemq.record import (
     tag_hash,
 )
 
-TWINS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-#: The decoders take bytes from outside (a pull answer, a file): more examples.
-DECODERS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
 # --- decoders ---------------------------------------------------------------------------------------
 
 
-@DECODERS
+@MANY
 @given(RECORD_LIKE_BYTES, st.booleans())
 def test_decode_records_is_iter_records(data: bytes, decompress: bool) -> None:
     """The same messages, field for field, or the same refusal."""
@@ -68,7 +65,7 @@ def test_decode_records_is_iter_records(data: bytes, decompress: bool) -> None:
     assert decode_records(bytearray(data), decompress=decompress) == expected
 
 
-@TWINS
+@SOME
 @given(record_runs())
 def test_record_bodies_is_iter_records(data: bytes) -> None:
     """Well-formed records: the same offsets, timestamps, stored bodies and encoded properties."""
@@ -80,7 +77,7 @@ def test_record_bodies_is_iter_records(data: bytes) -> None:
     assert record_bodies(memoryview(data)) == expected
 
 
-@DECODERS
+@MANY
 @given(RECORD_LIKE_BYTES)
 def test_record_bodies_refuses_what_iter_records_refuses_unless_only_text_is_wrong(data: bytes) -> None:
     """Any bytes: a refusal, or (when the reference accepts) the reference's answer. The fast reader
@@ -98,7 +95,7 @@ def test_record_bodies_refuses_what_iter_records_refuses_unless_only_text_is_wro
     assert [decode_properties(props.decode()) for *_, props in got] == [m.properties for m in expected]
 
 
-@TWINS
+@SOME
 @given(st.lists(st.tuples(PROPERTY_KEYS, PROPERTY_TEXT), max_size=6), PROPERTY_KEYS)
 def test_property_value_is_decode_properties(pairs: list[tuple[str, str]], key: str) -> None:
     """Pairs as a producer writes them (duplicates included: the last one wins in both)."""
@@ -121,7 +118,7 @@ _BATCH_MESSAGES = st.tuples(ANY_INT32, st.one_of(st.binary(max_size=40), _KEY_LO
 _EXTRA = st.sampled_from(["", "CLUSTER\x01c1", "WAIT\x01true\x02CLUSTER\x01c1"])
 
 
-@TWINS
+@SOME
 @given(
     st.lists(_BATCH_MESSAGES, min_size=1, max_size=5),
     _EXTRA,
@@ -161,7 +158,7 @@ def test_build_stored_batch_is_encode_record_per_item(
     ]
 
 
-@TWINS
+@SOME
 @given(st.lists(st.tuples(st.binary(max_size=10), PROPERTIES), min_size=1, max_size=4))
 def test_build_stored_batch_refuses_a_delay_level_as_the_reference_reads_it(
     messages: list[tuple[bytes, dict[str, str]]],
@@ -182,7 +179,7 @@ def test_build_stored_batch_refuses_a_delay_level_as_the_reference_reads_it(
         assert [m.properties for m in iter_records(batch.data)] == [props for _, props in messages]
 
 
-@TWINS
+@SOME
 @given(
     st.lists(st.binary(max_size=300), min_size=1, max_size=5),
     PROPERTIES,

@@ -13,10 +13,10 @@ import struct
 import zlib
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.record.strategies import ANY_INT32, ANY_INT64, PROPERTY_TEXT, RECORD_LIKE_BYTES
+from tests.record.strategies import ANY_INT32, ANY_INT64, MANY, PROPERTY_TEXT, RECORD_LIKE_BYTES, SOME
 from tidemq.record import (
     BatchItem,
     MessageDecodeError,
@@ -30,13 +30,10 @@ from tidemq.record import (
 )
 from tidemq.record.layout import MIN_RECORD_SIZE
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-ROUND_TRIP = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
 # --- the decoders raise only MessageDecodeError -----------------------------------------------------
 
 
-@FUZZ
+@MANY
 @given(RECORD_LIKE_BYTES, st.booleans(), st.booleans())
 def test_record_decoders_raise_only_message_decode_error(data: bytes, decompress: bool, crc: bool) -> None:
     with contextlib.suppress(MessageDecodeError):
@@ -46,7 +43,7 @@ def test_record_decoders_raise_only_message_decode_error(data: bytes, decompress
             assert msg.store_size >= MIN_RECORD_SIZE
 
 
-@FUZZ
+@MANY
 @given(st.binary(max_size=300), st.integers(0, 400))
 def test_decode_record_at_random_position(data: bytes, pos: int) -> None:
     with contextlib.suppress(MessageDecodeError):
@@ -66,7 +63,7 @@ def batch_like_bytes(draw: st.DrawFn) -> bytes:
     return bytes(data[: draw(st.integers(0, len(data)))]) if draw(st.booleans()) else bytes(data)
 
 
-@FUZZ
+@MANY
 @given(batch_like_bytes())
 def test_decode_batch_raises_only_message_decode_error(data: bytes) -> None:
     try:
@@ -128,7 +125,7 @@ def record_fields(draw: st.DrawFn) -> dict[str, Any]:
     )
 
 
-@ROUND_TRIP
+@SOME
 @given(st.lists(record_fields(), min_size=1, max_size=2))
 def test_record_round_trip(recs: list[dict[str, Any]]) -> None:
     encoded = []
