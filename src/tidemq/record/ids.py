@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Iterable
 
+from tidemq.address import LOCALHOST
 from tidemq.record.layout import HOST_V4_SIZE, HOST_V6_SIZE, INT32, INT64, MessageDecodeError
 
 
@@ -63,7 +64,7 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
 class UniqueIdGenerator:
     """UNIQ_KEY ids in the Java layout: ip, pid, a per-process hash, ms since month start, counter."""
 
-    def __init__(self, ip: str = "127.0.0.1") -> None:
+    def __init__(self, ip: str = LOCALHOST) -> None:
         addr, _ = pack_host(ip, 0)
         prefix = addr[:-4][-4:] + (os.getpid() & 0x7FFF).to_bytes(2, "big")
         prefix += INT32.pack(hash(os.urandom(8)) & 0x7FFFFFFF)
