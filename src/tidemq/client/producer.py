@@ -8,7 +8,7 @@ import itertools
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tidemq.address import DEFAULT_NAMESRV_ADDR
@@ -231,55 +231,27 @@ class Producer:
             queue = selector(queues, msg, arg)
         if queue is not None:
             return await self._send_to(queue, msg, topic, body, props, sys_flag, deadline)
-        return await self._send_retrying(
-            lambda mq: self._send_to(mq, msg, topic, body, props, sys_flag, deadline),
-            queues,
-            deadline,
-            timeout,
-            kind="send",
-            topic=msg.topic,
-            warn_on_retry=True,
-        )
-
-    async def _send_retrying(
-        self,
-        attempt: Callable[[MessageQueue], Awaitable[SendResult]],
-        queues: list[MessageQueue],
-        deadline: float,
-        timeout: float | None,
-        *,
-        queue: MessageQueue | None = None,
-        kind: str,
-        topic: str,
-        warn_on_retry: bool,
-    ) -> SendResult:
-        """Java's sendDefaultImpl loop, for single and batch sends: ``attempt`` on the next picked queue
-        (away from the broker that just failed) until one succeeds, a broker answers with a code not worth
-        retrying, ``retry_times`` more attempts failed or the deadline passed; given a ``queue``, one
-        attempt on it. Every attempt's latency feeds fault avoidance. A batch send retries without the
-        warning a single send logs."""
         last_error: BaseException | None = None
         last_broker: str | None = None
         attempts = 0
-        for _attempt in range(1 + (0 if queue else self.retry_times)):
+        for _attempt in range(1 + self.retry_times):
             if time.monotonic() >= deadline:
                 break
             attempts += 1
-            mq = queue or self._pick(queues, last_broker)
+            mq = self._pick(queues, last_broker)
             started = time.monotonic()
             try:
-                result = await attempt(mq)
+                result = await self._send_to(mq, msg, topic, body, props, sys_flag, deadline)
             except (RemotingError, MQClientError, api.BrokerError) as exc:
                 if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
                     raise
                 last_error, last_broker = exc, mq.broker_name
                 self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=True)
-                if warn_on_retry:
-                    log.warning("send to %s failed (%s), retrying on another queue", mq, exc)
+                log.warning("send to %s failed (%s), retrying on another queue", mq, exc)
                 continue
             self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=False)
             return result
-        raise self._send_failed(f"{kind} to {topic!r}", attempts, deadline, timeout, last_error)
+        raise self._send_failed(f"send to {msg.topic!r}", attempts, deadline, timeout, last_error)
 
     def _send_failed(
         self,
@@ -420,19 +392,25 @@ class Producer:
                 f"batch of {len(batch_body)} bytes exceeds the maximum message size {self.max_message_size}"
             )
         routed_queues = await self.queues_for(wire_topic)  # also names an explicit queue's broker address
-        batch_ids = ",".join(ids)
-
-        def attempt(mq: MessageQueue) -> Awaitable[SendResult]:
+        last_error: BaseException | None = None
+        last_broker: str | None = None
+        attempts = 0
+        for _attempt in range(1 + (0 if queue else self.retry_times)):
+            if time.monotonic() >= deadline:
+                break
+            attempts += 1
+            mq = queue or self._pick(routed_queues, last_broker)
             header = self._header(wire_topic, mq.queue_id, 0, {Prop.WAIT: "true"}, batch=True)
-            return self._invoke(mq, api.send_request(header, batch_body), deadline, batch_ids)
-
-        return await self._send_retrying(
-            attempt,
-            routed_queues,
-            deadline,
-            timeout,
-            queue=queue,
-            kind="batch send",
-            topic=topic,
-            warn_on_retry=False,
-        )
+            request = api.send_request(header, batch_body)
+            started = time.monotonic()
+            try:
+                result = await self._invoke(mq, request, deadline, ",".join(ids))
+            except (RemotingError, MQClientError, api.BrokerError) as exc:
+                if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
+                    raise
+                last_error, last_broker = exc, mq.broker_name
+                self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=True)
+                continue
+            self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=False)
+            return result
+        raise self._send_failed(f"batch send to {topic!r}", attempts, deadline, timeout, last_error)
