@@ -23,6 +23,7 @@ from tidemq.broker.processors.pull import pull_message
 from tidemq.broker.pull_stats import PulledPerMinute
 from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.topics import TopicManager
+from tidemq.broker.transactions import TransactionService
 from tidemq.record import MessageExt, Prop, encode_properties, encode_record, pack_host, tag_hash
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -58,6 +59,7 @@ class Broker:
         self.clients = ClientManager(config.channel_expiry_s)
         self.locks = RebalanceLockManager(config.lock_max_live_s)
         self.holds = PullHoldService(self._rerun_pull)
+        self.transactions = TransactionService(self)
         self.store.dispatch_listeners += [self.holds.notify, self.schedule.on_dispatch]
         self.dispatcher = RequestDispatcher()
         register_all(self.dispatcher, self)
@@ -94,6 +96,7 @@ class Broker:
         host, port = self.config.advertised_addr.rsplit(":", 1)
         self.store_host, _ = pack_host(host.strip("[]"), int(port))
         self.schedule.start()
+        self.transactions.start()
         self._tasks = [
             asyncio.create_task(self._registration_loop()),
             asyncio.create_task(self._expire_clients_loop()),
@@ -111,6 +114,7 @@ class Broker:
         await cancel_and_wait(self._tasks)
         await self._unregister_all()
         await self.schedule.close()
+        await self.transactions.close()
         await self.server.close()
         self.consumer_offsets.persist(force=True)
         self.delay_offsets.persist(force=True)

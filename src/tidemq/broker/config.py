@@ -48,6 +48,12 @@ class BrokerConfig:
     region: str = "DefaultRegion"
     trace_on: bool = True
     writable: bool = True
+    #: A half message younger than this (from its birth) is not checked yet (Java transactionTimeOut).
+    transaction_timeout_s: float = 6.0
+    #: How often undecided half messages are scanned for a check (Java transactionCheckInterval).
+    transaction_check_interval_s: float = 60.0
+    #: Checks of one transaction before its half message is discarded (Java transactionCheckMax).
+    transaction_check_max: int = 15
     readable: bool = True
 
     @property

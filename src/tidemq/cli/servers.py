@@ -83,6 +83,27 @@ _broker_options = option_group(
         help="Percent of RAM behind the log's end counted as in memory: a new group starts a queue "
         "whose first message is still there from that message (Java's accessMessageInMemoryMaxRatio).",
     ),
+    click.option(
+        "--transaction-timeout",
+        type=click.FloatRange(min=0),
+        default=6.0,
+        show_default=True,
+        help="Seconds after its birth before an undecided half message is checked (Java transactionTimeOut).",
+    ),
+    click.option(
+        "--transaction-check-interval",
+        type=click.FloatRange(min=0, min_open=True),
+        default=60.0,
+        show_default=True,
+        help="Seconds between scans for half messages to check (Java transactionCheckInterval).",
+    ),
+    click.option(
+        "--transaction-check-max",
+        type=click.IntRange(min=0),
+        default=15,
+        show_default=True,
+        help="Checks of a transaction before its half message is discarded (Java transactionCheckMax).",
+    ),
 )
 
 
@@ -103,6 +124,9 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
         auto_create_topic=opts["auto_create_topic"],
         max_message_size=opts["max_message_size"],
         access_message_in_memory_max_ratio=opts["access_message_in_memory_max_ratio"],
+        transaction_timeout_s=opts["transaction_timeout"],
+        transaction_check_interval_s=opts["transaction_check_interval"],
+        transaction_check_max=opts["transaction_check_max"],
     )
     if opts["delay_levels"]:
         try:

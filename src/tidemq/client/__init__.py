@@ -8,22 +8,30 @@ Owns the client instance (connections, route polling, heartbeats), the producer,
 ``remoting``, the record layout, ``aio`` and ``address``; never ``broker``, ``store`` or ``namesrv``.
 """
 
-from tidemq.client.blocking import BlockingLitePullConsumer, BlockingProducer, BlockingPushConsumer
+from tidemq.client.blocking import (
+    BlockingLitePullConsumer,
+    BlockingProducer,
+    BlockingPushConsumer,
+    BlockingTransactionProducer,
+)
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel, PushConsumer
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
+from tidemq.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 __all__ = [
     "BlockingLitePullConsumer",
     "BlockingProducer",
     "BlockingPushConsumer",
+    "BlockingTransactionProducer",
     "ConsumeContext",
     "ConsumeFromWhere",
     "ConsumeStatus",
     "LitePullConsumer",
+    "LocalTransactionState",
     "MQClientError",
     "Message",
     "MessageModel",
@@ -32,4 +40,6 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

@@ -18,6 +18,7 @@ from tidemq.client.consumer.types import Listener
 from tidemq.client.message import Message, SendResult
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
+from tidemq.client.transaction import TransactionProducer, TransactionSendResult
 from tidemq.record import MessageExt
 
 
@@ -67,6 +68,20 @@ class BlockingProducer(_Facade[Producer]):
 
     def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> SendResult:
         return _LoopThread.run(self._client.send_batch(msgs, **kwargs))
+
+
+class BlockingTransactionProducer(_Facade[TransactionProducer]):
+    """``TransactionProducer`` for threads: the executor and checker may be plain functions; they run on the
+    client's loop, so they should be quick (a slow one holds up the client's other work)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(lambda: TransactionProducer(*args, **kwargs))
+
+    def send(self, msg: Message, **kwargs: Any) -> SendResult:
+        return _LoopThread.run(self._client.send(msg, **kwargs))
+
+    def send_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        return _LoopThread.run(self._client.send_in_transaction(msg, arg))
 
 
 class BlockingPushConsumer(_Facade[PushConsumer]):

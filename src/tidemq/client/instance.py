@@ -21,7 +21,7 @@ from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.route import TopicRoute
-from tidemq.record import MessageExt, iter_records
+from tidemq.record import MessageExt, Prop, iter_records
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -284,6 +284,7 @@ class ClientInstance:
             self.rebalance_now()
             return None
         if req.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction(conn, req)
             return None
         if req.code in (
             RequestCode.GET_CONSUMER_RUNNING_INFO,
@@ -297,6 +298,25 @@ class ClientInstance:
                 )
             return self._serve_consumer_request(consumer, req)
         return req.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+
+    def _check_transaction(self, conn: RemotingConnection, req: RemotingCommand) -> None:
+        """Hand a broker's transaction check to the producer of the half message's group (its PGROUP)."""
+        try:
+            msg = next(iter_records(req.body))
+        except (StopIteration, ValueError) as exc:
+            log.warning("broker %s: unreadable transaction check: %s", conn.address, exc)
+            return
+        group = msg.properties.get(Prop.PGROUP, "")
+        producer = self.producers.get(group)
+        check = getattr(producer, "check_transaction_state", None)
+        if check is None:
+            log.warning(
+                "broker %s: transaction check for group %r, which has no transaction producer here",
+                conn.address,
+                group,
+            )
+            return
+        check(conn, msg, dict(req.ext_fields))
 
     async def _serve_consumer_request(
         self, consumer: ConsumerHooks, req: RemotingCommand

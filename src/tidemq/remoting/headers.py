@@ -210,6 +210,31 @@ class SendMessageResponseHeader(CommandHeader):
     transaction_id: str | None = None
 
 
+@dataclass(slots=True)
+class EndTransactionRequestHeader(CommandHeader):
+    """A producer's decision on a half message (Java EndTransactionRequestHeader); ``commit_or_rollback``
+    is a transaction sys-flag value: 8 commit, 12 rollback, 0 not decided yet."""
+
+    producer_group: str
+    tran_state_table_offset: Long
+    commit_log_offset: Long
+    commit_or_rollback: int
+    msg_id: str
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+
+
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader(CommandHeader):
+    """The broker asking a producer for an undecided transaction's state (Java's header of that name)."""
+
+    tran_state_table_offset: Long
+    commit_log_offset: Long
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+
+
 # --- client management ------------------------------------------------------------------------
 
 

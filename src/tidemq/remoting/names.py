@@ -16,6 +16,13 @@ DLQ_PREFIX = "%DLQ%"
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 #: Where delayed messages wait for their delivery time, one queue per delay level.
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: Where a transaction's half message waits for its producer's commit or rollback (Java
+#: TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC), always in queue 0.
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+#: The op log of decided transactions: one entry per half message committed or rolled back, its body the
+#: half message's queue offset, tagged ``d`` (Java RMQ_SYS_TRANS_OP_HALF_TOPIC and REMOVETAG).
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_OP_TAG = "d"
 #: Topics named ``rmq_sys_...`` are the system's own (Java TopicValidator.SYSTEM_TOPIC_PREFIX).
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 

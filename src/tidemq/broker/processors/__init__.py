@@ -21,9 +21,9 @@ BrokerProcessor = Callable[["Broker", RemotingConnection, RemotingCommand], Proc
 
 
 def register_all(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    from tidemq.broker.processors import admin, consumer, pull, send
+    from tidemq.broker.processors import admin, consumer, pull, send, transaction
 
-    for module in (send, pull, consumer, admin):
+    for module in (send, pull, consumer, admin, transaction):
         module.register(dispatcher, broker)
 
 

@@ -116,14 +116,15 @@ def send_message(
             ResponseCode.MESSAGE_ILLEGAL,
             f"message body size {len(req.body)} exceeds the maximum {broker.config.max_message_size}",
         )
-    if SysFlag.transaction_value(h.sys_flag) == SysFlag.TRANSACTION_PREPARED:
-        return req.error(
-            ResponseCode.NO_PERMISSION,
-            f"the broker[{broker.config.broker_name}] sending transaction message is forbidden",
-        )
     queue_id = h.queue_id if h.queue_id >= 0 else random.randrange(config.write_queue_nums)
     topic = h.topic
     props = decode_properties(h.properties)
+    transactional = props.get(Prop.TRAN_MSG) == "true"
+    if SysFlag.transaction_value(h.sys_flag) == SysFlag.TRANSACTION_PREPARED and not transactional:
+        return req.error(
+            ResponseCode.MESSAGE_ILLEGAL,
+            "a prepared transaction message must carry the property TRAN_MSG=true",
+        )
     reconsume = h.reconsume_times or 0
     if topic.startswith(RETRY_PREFIX):
         group = subscription_group(broker, topic[len(RETRY_PREFIX) :])
@@ -157,9 +158,19 @@ def send_message(
             born_timestamp=h.born_timestamp,
             born_host=born_host,
             reconsume_times=reconsume,
+            schedule=not transactional,
         )
+        if transactional:
+            half = broker.transactions.half_append(request)
     except MessageDecodeError as exc:
         return req.error(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    if transactional:
+        return _store(
+            broker,
+            req,
+            lambda: broker.transactions.put_half(half),
+            lambda r: _send_response(broker, req, r, queue_id),
+        )
     return _store(
         broker, req, lambda: broker.store.put([request]), lambda r: _send_response(broker, req, r, queue_id)
     )

@@ -1,0 +1,297 @@
+"""Transactional messages (Java TransactionalMessageServiceImpl, TransactionalMessageBridge and
+TransactionalMessageCheckService; docs/protocols/rocketmq-messages.md#transactions).
+
+A half message is stored in RMQ_SYS_TRANS_HALF_TOPIC queue 0 with its real topic and queue in
+REAL_TOPIC/REAL_QID, so no consumer of the real topic sees it. A decision (END_TRANSACTION) is recorded
+in the op log, RMQ_SYS_TRANS_OP_HALF_TOPIC queue 0, in the same single write that stores a committed
+message under its real topic: a SIGKILL leaves both or neither, so a decided transaction is never
+committed twice. A check re-stores the half message with TRANSACTION_CHECK_TIMES one higher (as Java
+re-puts it); every copy carries the producer's unique key, which is the transaction id here, so the
+newest copy is the live one and a decision on any copy decides the transaction.
+
+The state (live half messages, decided transactions) is kept in memory and rebuilt on start by reading
+both queues from their first offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from tidemq.aio import cancel_and_wait
+from tidemq.record import (
+    MessageExt,
+    Prop,
+    SysFlag,
+    decode_record,
+    encode_properties,
+    encode_record,
+    offset_msg_id,
+)
+from tidemq.remoting.codes import RequestCode
+from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.headers import CheckTransactionStateRequestHeader
+from tidemq.remoting.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_OP_TAG
+from tidemq.remoting.transport import RemotingConnection
+from tidemq.store import StoreError
+from tidemq.store.message_store import AppendRequest, PutResult
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class Decision(Enum):
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+    DISCARDED = "discarded after too many checks"
+    #: Recovered from the op log, which does not say which way it went.
+    DECIDED = "decided"
+
+
+@dataclass(slots=True)
+class HalfMessage:
+    """The newest stored copy of an undecided transaction's half message."""
+
+    transaction_id: str
+    commit_log_offset: int
+    queue_offset: int
+    born_timestamp: int
+    check_times: int
+
+
+class TransactionError(Exception):
+    """An END_TRANSACTION that names no live half message; the text is the response's remark."""
+
+
+def transaction_id(msg: MessageExt) -> str:
+    """The producer's unique key: the same on every copy of a half message, and on the committed one."""
+    return msg.properties.get(Prop.UNIQ_KEY) or f"offset:{msg.commit_log_offset}"
+
+
+class TransactionService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.pending: dict[str, HalfMessage] = {}
+        self.decided: dict[str, Decision] = {}
+        self.checks_sent = 0
+        self.discarded = 0
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._recover()
+        self._task = asyncio.create_task(self._check_loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            await cancel_and_wait([self._task])
+
+    def _recover(self) -> None:
+        """Rebuild the live half messages and the decided transactions from the two queues."""
+        store = self.broker.store
+        for qoff in range(store.min_offset(TRANS_HALF_TOPIC, 0), store.max_offset(TRANS_HALF_TOPIC, 0)):
+            msg = self._half_at(qoff)
+            if msg is not None:
+                self._track(msg)
+        for qoff in range(store.min_offset(TRANS_OP_HALF_TOPIC, 0), store.max_offset(TRANS_OP_HALF_TOPIC, 0)):
+            op = self._read_queue(TRANS_OP_HALF_TOPIC, qoff)
+            body = op.body.decode(errors="replace") if op is not None else ""
+            half = self._half_at(int(body)) if body.isdigit() else None
+            if half is not None:
+                tid = transaction_id(half)
+                self.pending.pop(tid, None)
+                self.decided[tid] = Decision.DECIDED
+        if self.pending or self.decided:
+            log.info("transactions: %d undecided, %d decided recovered", len(self.pending), len(self.decided))
+
+    def _read_queue(self, topic: str, queue_offset: int) -> MessageExt | None:
+        cq = self.broker.store.find_queue(topic, 0)
+        entry = cq.entry(queue_offset) if cq is not None else None
+        data = self.broker.store.read_message(entry[0]) if entry is not None else None
+        return decode_record(data, decompress=False) if data is not None else None
+
+    def _half_at(self, queue_offset: int) -> MessageExt | None:
+        return self._read_queue(TRANS_HALF_TOPIC, queue_offset)
+
+    def _track(self, msg: MessageExt) -> None:
+        times = msg.properties.get(Prop.TRANSACTION_CHECK_TIMES, "0")
+        tid = transaction_id(msg)
+        if tid not in self.decided:
+            self.pending[tid] = HalfMessage(
+                tid,
+                msg.commit_log_offset,
+                msg.queue_offset,
+                msg.born_timestamp,
+                int(times) if times.isdigit() else 0,
+            )
+
+    # --- half messages ---------------------------------------------------------------------------------
+
+    def half_append(self, request: AppendRequest) -> AppendRequest:
+        """Turn a prepared send into its half message: same record, stored under the half topic."""
+        msg = decode_record(request.record, decompress=False)
+        props = dict(msg.properties)
+        props[Prop.REAL_TOPIC] = msg.topic
+        props[Prop.REAL_QID] = str(msg.queue_id)
+        return self._append_like(msg, TRANS_HALF_TOPIC, 0, props, SysFlag.TRANSACTION_NOT_TYPE)
+
+    def put_half(self, request: AppendRequest) -> PutResult:
+        """Store a half message (the store writes its offsets into the record) and track it."""
+        result = self.broker.store.put([request])
+        self._track(decode_record(request.record, decompress=False))
+        return result
+
+    def _append_like(
+        self, msg: MessageExt, topic: str, queue_id: int, props: dict[str, str], transaction_type: int
+    ) -> AppendRequest:
+        return self.broker.make_append(
+            topic=topic,
+            queue_id=queue_id,
+            body=msg.body,
+            flag=msg.flag,
+            properties=props,
+            sys_flag=(msg.sys_flag & ~0xC) | transaction_type,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host_raw,
+            reconsume_times=msg.reconsume_times,
+            schedule=topic not in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC),
+        )
+
+    def _op_append(self, half: MessageExt) -> AppendRequest:
+        return self.broker.make_append(
+            topic=TRANS_OP_HALF_TOPIC,
+            queue_id=0,
+            body=str(half.queue_offset).encode(),
+            flag=0,
+            properties={Prop.TAGS: TRANS_OP_TAG, Prop.WAIT: "false"},
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            born_host=self.broker.store_host,
+            schedule=False,
+        )
+
+    # --- decisions -------------------------------------------------------------------------------------
+
+    def find_half(self, commit_log_offset: int) -> MessageExt:
+        data = self.broker.store.read_message(commit_log_offset) if commit_log_offset >= 0 else None
+        msg = decode_record(data, decompress=False) if data is not None else None
+        if msg is None or msg.topic != TRANS_HALF_TOPIC:
+            raise TransactionError(
+                f"Find prepared transaction message failed: no half message at commit log offset "
+                f"{commit_log_offset}"
+            )
+        return msg
+
+    def end(self, half: MessageExt, commit: bool) -> PutResult:
+        """Commit (store under the real topic) or roll back a half message, and log the decision in the
+        same write. Raises TransactionError when the transaction was decided already."""
+        tid = transaction_id(half)
+        done = self.decided.get(tid)
+        if done is not None:
+            raise TransactionError(f"the transaction {tid} is already {done.value}: nothing to do")
+        requests = [self._op_append(half)]
+        if commit:
+            props = dict(half.properties)
+            real_topic, real_qid = props.get(Prop.REAL_TOPIC), props.get(Prop.REAL_QID, "")
+            if not real_topic or not real_qid.isdigit():
+                raise TransactionError(f"the half message of {tid} has no REAL_TOPIC/REAL_QID")
+            # Java stores the properties as the half message had them (its clearProperty calls come after
+            # the text is built): TRAN_MSG, PGROUP, REAL_TOPIC and REAL_QID stay.
+            requests.insert(
+                0, self._append_like(half, real_topic, int(real_qid), props, SysFlag.TRANSACTION_COMMIT)
+            )
+        result = self.broker.store.put(requests)
+        self.pending.pop(tid, None)
+        self.decided[tid] = Decision.COMMITTED if commit else Decision.ROLLED_BACK
+        return result
+
+    # --- checks ----------------------------------------------------------------------------------------
+
+    async def _check_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.broker.config.transaction_check_interval_s)
+            try:
+                self.check_once()
+            except StoreError as exc:
+                log.error("transactions: check pass failed: %s", exc)
+
+    def check_once(self) -> None:
+        """One pass over the undecided half messages old enough to be checked."""
+        config = self.broker.config
+        now = int(time.time() * 1000)
+        for half in list(self.pending.values()):
+            if now - half.born_timestamp < config.transaction_timeout_s * 1000:
+                continue
+            msg = self._read_at(half.commit_log_offset)
+            if msg is None:
+                log.warning("transactions: half message of %s is gone", half.transaction_id)
+                self.pending.pop(half.transaction_id, None)
+                continue
+            if half.check_times >= config.transaction_check_max:
+                log.warning(
+                    "transactions: discarding %s after %d checks", half.transaction_id, half.check_times
+                )
+                self.broker.store.put([self._op_append(msg)])
+                self.pending.pop(half.transaction_id, None)
+                self.decided[half.transaction_id] = Decision.DISCARDED
+                self.discarded += 1
+                continue
+            self._check(msg, half.check_times + 1)
+
+    def _read_at(self, commit_log_offset: int) -> MessageExt | None:
+        data = self.broker.store.read_message(commit_log_offset)
+        return decode_record(data, decompress=False) if data is not None else None
+
+    def _check(self, msg: MessageExt, times: int) -> None:
+        """Store the half message again with one check more, then ask a producer of its group about it."""
+        props = dict(msg.properties)
+        props[Prop.TRANSACTION_CHECK_TIMES] = str(times)
+        request = self._append_like(msg, TRANS_HALF_TOPIC, 0, props, SysFlag.TRANSACTION_NOT_TYPE)
+        result = self.broker.store.put([request])
+        copy = decode_record(request.record, decompress=False)
+        self._track(copy)
+        group = props.get(Prop.PGROUP, "")
+        conn = self._producer_connection(group)
+        if conn is None:
+            log.warning("transactions: no live producer of group %r to check %s", group, transaction_id(copy))
+            return
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=result.queue_offsets[0],
+            commit_log_offset=result.commit_log_offsets[0],
+            msg_id=props.get(Prop.UNIQ_KEY),
+            transaction_id=props.get(Prop.UNIQ_KEY),
+            offset_msg_id=offset_msg_id(self.broker.store_host, result.commit_log_offsets[0]),
+        )
+        real_qid = props.get(Prop.REAL_QID, "0")
+        body = encode_record(
+            topic=props.get(Prop.REAL_TOPIC, copy.topic),
+            queue_id=int(real_qid) if real_qid.isdigit() else 0,
+            body=copy.body,
+            properties=encode_properties(props),
+            flag=copy.flag,
+            sys_flag=copy.sys_flag,
+            born_timestamp=copy.born_timestamp,
+            born_host=copy.born_host_raw,
+            store_timestamp=copy.store_timestamp,
+            store_host=copy.store_host_raw,
+            reconsume_times=copy.reconsume_times,
+            queue_offset=result.queue_offsets[0],
+            commit_log_offset=result.commit_log_offsets[0],
+        )
+        conn.invoke_oneway(
+            RemotingCommand(RequestCode.CHECK_TRANSACTION_STATE, ext_fields=header.to_ext(), body=bytes(body))
+        )
+        self.checks_sent += 1
+
+    def _producer_connection(self, group: str) -> RemotingConnection | None:
+        """A live connection of a producer of ``group``, picked at random (Java getAvailableChannel)."""
+        live = [c for c in self.broker.clients.producers.get(group, {}) if not c.is_closed]
+        return random.choice(live) if live else None
