@@ -9,7 +9,14 @@ Owns the client instance (connections, route polling, heartbeats), the producer,
 """
 
 from tidemq.client.blocking import BlockingLitePullConsumer, BlockingProducer, BlockingPushConsumer
-from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel, PushConsumer
+from tidemq.client.consumer import (
+    ConsumeContext,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    MessageModel,
+    MessageSelector,
+    PushConsumer,
+)
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
@@ -28,6 +35,7 @@ __all__ = [
     "Message",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PushConsumer",
     "SendResult",
