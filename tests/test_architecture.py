@@ -65,6 +65,11 @@ RULES = (
         why="the stored record layout is the bottom layer every other package may use",
     ),
     Rule(
+        "tidemq.filter",
+        only=(),
+        why="subscription filters are pure rules the broker evaluates and the clients check alike",
+    ),
+    Rule(
         "tidemq.broker",
         forbids=("tidemq.client", "tidemq.nsq", "tidemq.namesrv", "tidemq.spark", "tidemq.cli"),
         why="the broker is one front-end on the store; the CLI and embedded wire the front-ends together",

@@ -44,6 +44,7 @@ from tidemq.record import (
     key_prefix,
     property_value,
     record_bodies,
+    record_properties,
     tag_hash,
 )
 
@@ -75,6 +76,18 @@ def test_record_bodies_is_iter_records(data: bytes) -> None:
     ]
     assert record_bodies(data) == expected
     assert record_bodies(memoryview(data)) == expected
+
+
+@SOME
+@given(record_runs())
+def test_record_properties_is_decode_record(data: bytes) -> None:
+    """Each well-formed record's encoded properties, read by lengths alone (IPv4 and IPv6 hosts)."""
+    pos = 0
+    for m in iter_records(data, decompress=False):
+        record = data[pos : pos + m.store_size]
+        assert record_properties(record) == encode_properties(m.properties).encode()
+        assert record_properties(memoryview(record)) == encode_properties(m.properties).encode()
+        pos += m.store_size
 
 
 @MANY

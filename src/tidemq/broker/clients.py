@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidemq.filter import SQL92, SqlExpression, compile_sql
 from tidemq.record import tag_hash
 from tidemq.remoting.codes import RequestCode
 from tidemq.remoting.command import RemotingCommand
@@ -30,12 +31,18 @@ class SubscriptionData:
     sub_version: int = 0
     expression_type: str = "TAG"
     class_filter_mode: bool = False
+    #: The compiled SQL92 expression of an ``SQL92`` subscription (docs/protocols/rocketmq-consumption.md).
+    sql: SqlExpression | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_expression(
         cls, topic: str, expression: str | None, sub_version: int = 0, expression_type: str | None = None
     ) -> SubscriptionData:
-        """Parse a tag expression (``*``, ``a || b``) the way Java's FilterAPI does."""
+        """Parse a tag expression (``*``, ``a || b``) the way Java's FilterAPI does, or compile an SQL92
+        one (raising SqlParseError, which the broker answers with SUBSCRIPTION_PARSE_FAILED)."""
+        if expression_type == SQL92:
+            sql = compile_sql(expression or "")
+            return cls(topic, expression or "", sub_version=sub_version, expression_type=SQL92, sql=sql)
         expr = (expression or "").strip() or "*"
         if expr == "*":
             return cls(topic, "*", sub_version=sub_version, expression_type=expression_type or "TAG")
@@ -46,13 +53,21 @@ class SubscriptionData:
     def from_json(cls, data: dict[str, Any]) -> SubscriptionData:
         tags = [str(t) for t in data.get("tagsSet") or []]
         codes = [int(c) for c in data.get("codeSet") or []] or [tag_hash(t) for t in tags]
+        expression_type = str(data.get("expressionType") or "TAG")
+        if expression_type == SQL92:
+            return cls.from_expression(
+                str(data.get("topic", "")),
+                str(data.get("subString") or ""),
+                int(data.get("subVersion") or 0),
+                SQL92,
+            )
         return cls(
             topic=str(data.get("topic", "")),
             sub_string=str(data.get("subString") or "*"),
             tags_set=tags,
             code_set=codes,
             sub_version=int(data.get("subVersion") or 0),
-            expression_type=str(data.get("expressionType") or "TAG"),
+            expression_type=expression_type,
             class_filter_mode=bool(data.get("classFilterMode", False)),
         )
 
@@ -69,7 +84,7 @@ class SubscriptionData:
 
     @property
     def matches_all(self) -> bool:
-        return self.class_filter_mode or self.sub_string in ("*", "")
+        return self.sql is None and (self.class_filter_mode or self.sub_string in ("*", ""))
 
     def same_filter(self, other: SubscriptionData) -> bool:
         return (self.sub_string, self.expression_type) == (other.sub_string, other.expression_type)

@@ -14,7 +14,14 @@ from tidemq.client.blocking import (
     BlockingPushConsumer,
     BlockingTransactionProducer,
 )
-from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel, PushConsumer
+from tidemq.client.consumer import (
+    ConsumeContext,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    MessageModel,
+    MessageSelector,
+    PushConsumer,
+)
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
@@ -36,6 +43,7 @@ __all__ = [
     "Message",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PushConsumer",
     "SendResult",

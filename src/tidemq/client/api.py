@@ -107,6 +107,7 @@ def pull_header(
     *,
     max_nums: int = 32,
     expression: str | None = "*",
+    expression_type: str = "TAG",
     suspend_ms: int = 0,
     commit_offset: int = 0,
 ) -> PullMessageRequestHeader:
@@ -127,7 +128,7 @@ def pull_header(
         suspend_timeout_millis=suspend_ms,
         sub_version=0,
         subscription=expression,
-        expression_type="TAG",
+        expression_type=expression_type,
     )
 
 

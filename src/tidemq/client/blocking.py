@@ -14,7 +14,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 from tidemq.aio import LoopThread as _LoopThread
 from tidemq.client.consumer.lite_pull import LitePullConsumer
 from tidemq.client.consumer.push import PushConsumer
-from tidemq.client.consumer.types import Listener
+from tidemq.client.consumer.types import Listener, MessageSelector
 from tidemq.client.message import Message, SendResult
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
@@ -90,7 +90,7 @@ class BlockingPushConsumer(_Facade[PushConsumer]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(lambda: PushConsumer(*args, **kwargs))
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._client.subscribe(topic, expression)
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
@@ -107,7 +107,7 @@ class BlockingLitePullConsumer(_Facade[LitePullConsumer]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(lambda: LitePullConsumer(*args, **kwargs))
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._client.subscribe(topic, expression)
 
     def assign(self, queues: list[MessageQueue]) -> None:

@@ -31,6 +31,7 @@ from tidemq.record._fast import (
     decode_records,
     property_value,
     record_bodies,
+    record_properties,
 )
 from tidemq.record.batch import BatchItem, StoredBatch, decode_batch, encode_batch
 from tidemq.record.codec import compress_body, decode_record, decompress_body, encode_record, iter_records
@@ -95,6 +96,7 @@ __all__ = [
     "pack_host",
     "property_value",
     "record_bodies",
+    "record_properties",
     "store_timestamp_pos",
     "tag_hash",
     "unpack_host",

@@ -21,11 +21,13 @@ from tidemq.record.layout import (
     HOSTS_V6,
     MAGIC_MESSAGE,
     MAX_PROPERTIES,
+    POS_SYSFLAG,
     PROPERTIES_LENGTH,
     PROPERTIES_LENGTH_SIZE,
     TOPIC_LENGTH_SIZE,
     MessageDecodeError,
     SysFlag,
+    body_length_pos,
     host_flags,
     properties_field,
     record_head,
@@ -301,3 +303,18 @@ def build_uniform_batch(
         sizes.append(size)
     no_keys: list[bytes] = []  # never appended to: shared by every record
     return StoredBatch(bytearray().join(parts), sizes, [0] * len(bodies), [no_keys] * len(bodies))
+
+
+def record_properties(record: bytes | bytearray | memoryview) -> bytes:
+    """The encoded properties of one stored record, found by lengths alone: the pull path's property
+    filters read them without decoding the body or the other fields.
+
+    Reference twin: ``encode_properties(decode_record(record).properties)``, for properties
+    ``encode_properties`` wrote; pinned by ``test_record_properties_is_decode_record``.
+    """
+    sys_flag = int.from_bytes(record[POS_SYSFLAG : POS_SYSFLAG + 4], signed=True)
+    at = body_length_pos(sys_flag)
+    topic_at = at + 4 + int.from_bytes(record[at : at + 4], signed=True)
+    props_len_at = topic_at + TOPIC_LENGTH_SIZE + record[topic_at]
+    props_at = props_len_at + PROPERTIES_LENGTH_SIZE
+    return bytes(record[props_at : props_at + int.from_bytes(record[props_len_at:props_at])])

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.aio import cancel_and_wait, wait_or_timeout
-from tidemq.record import Prop, StoredBatch, decode_record, tag_hash
+from tidemq.record import Prop, StoredBatch, decode_record, record_properties, tag_hash
 from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
@@ -382,9 +382,13 @@ class MessageStore:
         max_nums: int,
         match: Callable[[int], bool] | None = None,
         max_transfer: int = MAX_TRANSFER_COUNT,
+        props_match: Callable[[bytes], bool] | None = None,
     ) -> GetResult:
         """Read like Java's DefaultMessageStore.getMessage: see
         docs/protocols/rocketmq-consumption.md#pull-path for every status.
+
+        ``match`` filters by the consume queue's tags code; ``props_match`` (an SQL92 subscription) by
+        each record's encoded properties, read from the commit log (Java's isMatchedByCommitLog).
 
         At most ``max_transfer`` records (Java's maxTransferCountOnMessageInMemory, 32, for pulls) and
         ``MAX_TRANSFER_BYTES``; nsqd's channels, which read ahead for themselves, take more at a time.
@@ -403,10 +407,11 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         limit = min(max_nums, max_transfer) if max_nums > 0 else 1
         # Unfiltered, the first ``limit`` entries are all a pull can take; filtered, Java scans up to 800.
-        entries = cq.entries(offset, limit if match is None else max(800, max_nums))
+        filtered = match is not None or props_match is not None
+        entries = cq.entries(offset, max(800, max_nums) if filtered else limit)
         if not entries:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, offset, lo, hi)
-        if match is None:
+        if not filtered:
             span = self._span(entries)
             if span is not None:
                 return GetResult(GetStatus.FOUND, offset + span[1], lo, hi, span[0], span[1])
@@ -428,7 +433,10 @@ class MessageStore:
                     continue
                 seg_base, seg_end, view = seg.base, seg.end, seg.view
             assert view is not None
-            messages.append(view[phys - seg_base : phys - seg_base + size])
+            record = view[phys - seg_base : phys - seg_base + size]
+            if props_match is not None and not props_match(record_properties(record)):
+                continue
+            messages.append(record)
             size_taken += size
         next_offset = offset + scanned
         if messages:

@@ -14,6 +14,7 @@ from tidemq.broker.clients import ClientChannel, SubscriptionData
 from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.processors.send import subscription_group
 from tidemq.broker.topics import name_problem
+from tidemq.filter import SQL92, TAG, SqlParseError, compile_sql
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -82,7 +83,10 @@ def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -
         model = str(consumer.get("messageModel") or "CLUSTERING")
         if model == "CLUSTERING":
             broker.topics.ensure(retry_topic(group), config.retry_queue_nums)
-        subs = [SubscriptionData.from_json(s) for s in consumer.get("subscriptionDataSet") or []]
+        try:
+            subs = [SubscriptionData.from_json(s) for s in consumer.get("subscriptionDataSet") or []]
+        except SqlParseError as e:
+            return req.error(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the subscription failed: {e}")
         changed = broker.clients.register_consumer(
             group,
             conn,
@@ -191,10 +195,16 @@ def unlock_batch(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
 def check_client_config(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
     data = _json_body(req)
     sub = data.get("subscriptionData") or {}
-    expression_type = str(sub.get("expressionType") or "TAG")
-    if expression_type != "TAG":
+    expression_type = str(sub.get("expressionType") or TAG)
+    if expression_type == TAG:
+        return req.response()
+    if expression_type != SQL92:
         return req.error(
             ResponseCode.SYSTEM_ERROR,
             f"The broker does not support consumer to filter message by {expression_type}",
         )
+    try:
+        compile_sql(str(sub.get("subString") or ""))
+    except SqlParseError as e:
+        return req.error(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the subscription failed: {e}")
     return req.response()

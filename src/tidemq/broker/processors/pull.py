@@ -1,5 +1,6 @@
-"""PULL_MESSAGE with tag filtering and long polling (docs/protocols/rocketmq-consumption.md#pull-request,
-docs/protocols/rocketmq-consumption.md#pull-path)."""
+"""PULL_MESSAGE with tag or SQL92 filtering and long polling
+(docs/protocols/rocketmq-consumption.md#pull-request, docs/protocols/rocketmq-consumption.md#pull-path,
+docs/protocols/rocketmq-consumption.md#sql92-filters)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import TYPE_CHECKING
 from tidemq.broker.clients import SubscriptionData
 from tidemq.broker.processors import register_table
 from tidemq.broker.processors.send import subscription_group
+from tidemq.filter import SQL92, TAG, SqlParseError
+from tidemq.record import decode_properties
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import PullMessageRequestHeader
@@ -39,7 +42,7 @@ def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
 
 
 def tag_matcher(sub: SubscriptionData) -> Callable[[int], bool] | None:
-    if sub.matches_all:
+    if sub.matches_all or sub.sql is not None:
         return None
     codes = frozenset(sub.code_set)
 
@@ -50,17 +53,34 @@ def tag_matcher(sub: SubscriptionData) -> Callable[[int], bool] | None:
     return match
 
 
+def properties_matcher(sub: SubscriptionData) -> Callable[[bytes], bool] | None:
+    """An SQL92 subscription's test of one record's encoded properties (Java's isMatchedByCommitLog)."""
+    sql = sub.sql
+    if sql is None:
+        return None
+
+    def match(props: bytes) -> bool:
+        return sql.matches(decode_properties(props.decode(errors="replace")))
+
+    return match
+
+
 def _subscription(
     broker: Broker, req: RemotingCommand, h: PullMessageRequestHeader
 ) -> SubscriptionData | RemotingCommand:
     if h.sys_flag & FLAG_SUBSCRIPTION:
-        expression_type = h.expression_type or "TAG"
-        if expression_type != "TAG":
+        expression_type = h.expression_type or TAG
+        if expression_type not in (TAG, SQL92):
             return req.error(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"the broker does not support {expression_type} filtering, only TAG",
+                f"the broker does not support {expression_type} filtering, only TAG and SQL92",
             )
-        return SubscriptionData.from_expression(h.topic, h.subscription, h.sub_version)
+        try:
+            return SubscriptionData.from_expression(h.topic, h.subscription, h.sub_version, expression_type)
+        except SqlParseError as e:
+            return req.error(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {e}"
+            )
     info = broker.clients.consumers.get(h.consumer_group)
     if info is None:
         return req.error(
@@ -77,7 +97,7 @@ def _subscription(
         return req.error(
             ResponseCode.SUBSCRIPTION_NOT_LATEST, f"the consumer's subscription not latest, {sub.sub_string}"
         )
-    if sub.expression_type not in ("", "TAG"):
+    if sub.expression_type not in ("", TAG, SQL92):
         return req.error(
             ResponseCode.SYSTEM_ERROR, f"the broker does not support {sub.expression_type} filtering"
         )
@@ -116,7 +136,9 @@ def pull_message(
     if isinstance(sub, RemotingCommand):
         return sub
     match = tag_matcher(sub)
-    result = broker.store.get(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, match)
+    result = broker.store.get(
+        h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, match, props_match=properties_matcher(sub)
+    )
     if result.status in _NOT_FOUND_OR_MOVED:
         code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
     else:

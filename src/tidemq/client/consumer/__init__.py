@@ -12,6 +12,19 @@ allocation, routes, the retry producer), ``tidemq.remoting`` and ``tidemq.aio``;
 """
 
 from tidemq.client.consumer.push import PushConsumer
-from tidemq.client.consumer.types import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel
+from tidemq.client.consumer.types import (
+    ConsumeContext,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    MessageModel,
+    MessageSelector,
+)
 
-__all__ = ["ConsumeContext", "ConsumeFromWhere", "ConsumeStatus", "MessageModel", "PushConsumer"]
+__all__ = [
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeStatus",
+    "MessageModel",
+    "MessageSelector",
+    "PushConsumer",
+]

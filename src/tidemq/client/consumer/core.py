@@ -29,7 +29,7 @@ from tidemq.client.consumer.offset_store import (
 )
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.rebalance import Rebalancer
-from tidemq.client.consumer.types import ConsumeFromWhere, MessageModel, Subscription
+from tidemq.client.consumer.types import ConsumeFromWhere, MessageModel, MessageSelector, Subscription
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message_queue import MessageQueue
 from tidemq.record import MessageExt
@@ -145,7 +145,7 @@ class ConsumerCore:
             raise MQClientError("consumer is not started")
         return self._offset_store
 
-    def subscribe(self, topic: str, expression: str) -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector) -> None:
         wire = wrap_namespace(self.config.namespace, topic)
         self.subscriptions[wire] = Subscription.parse(wire, expression)
         if self.running:
@@ -344,9 +344,10 @@ class CoreView:
     def running(self) -> bool:
         return self.core.running
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression (``*``, ``TagA`` or ``TagA || TagB``); rebalance
-        shares its queues in the group."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Subscribe to ``topic`` with a tag expression (``*``, ``TagA`` or ``TagA || TagB``) or a
+        ``MessageSelector`` (``MessageSelector.sql("a > 5")``); rebalance shares its queues in the group.
+        A malformed SQL92 expression raises ValueError here."""
         self.core.subscribe(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:

@@ -126,6 +126,7 @@ class _PullRequest:
             self.next_offset,
             max_nums=core.pull_batch_size,
             expression=sub.expression if core.post_subscription_when_pull else None,
+            expression_type=sub.expression_type,
             suspend_ms=core.suspend_timeout_ms,
             commit_offset=max(0, commit),
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from tidemq.client.message_queue import MessageQueue
+from tidemq.filter import SQL92, TAG, compile_sql
 from tidemq.record import MessageExt, tag_hash
 
 
@@ -107,18 +108,47 @@ def listener_call(listener: Listener, executor: Executor) -> ListenerCall:
     return on_pool
 
 
+@dataclass(frozen=True, slots=True)
+class MessageSelector:
+    """How a subscription selects messages (Java's MessageSelector): a tag expression (``*``, ``a || b``)
+    or an SQL92 expression over the message's properties, which the broker evaluates
+    (docs/protocols/rocketmq-consumption.md#sql92-filters)."""
+
+    expression_type: str
+    expression: str
+
+    @classmethod
+    def tag(cls, expression: str | None = "*") -> MessageSelector:
+        return cls(TAG, expression or "*")
+
+    @classmethod
+    def sql(cls, expression: str) -> MessageSelector:
+        """An SQL92 selector; a malformed expression raises SqlParseError (a ValueError) here, naming the
+        problem and its column, rather than at the broker."""
+        compile_sql(expression)
+        return cls(SQL92, expression)
+
+
 @dataclass(slots=True)
 class Subscription:
-    """A topic subscription with a tag expression (``*`` or ``a || b``), as sent in heartbeats."""
+    """A topic subscription with a tag expression (``*`` or ``a || b``) or an SQL92 one, as sent in
+    heartbeats."""
 
     topic: str
     expression: str
     tags: list[str]
     codes: list[int]
     version: int
+    expression_type: str = TAG
 
     @classmethod
-    def parse(cls, topic: str, expression: str | None) -> Subscription:
+    def parse(cls, topic: str, expression: str | MessageSelector | None) -> Subscription:
+        """A plain string is a tag expression, as in Java's ``subscribe(topic, subExpression)``."""
+        if isinstance(expression, MessageSelector):
+            if expression.expression_type == SQL92:
+                compile_sql(expression.expression)
+                return cls(topic, expression.expression, [], [], time_ms(), SQL92)
+            expression = expression.expression
         expr = (expression or "").strip() or "*"
         tags = [] if expr == "*" else [t.strip() for t in expr.split("||") if t.strip()]
         if expr != "*" and not tags:
@@ -133,7 +163,7 @@ class Subscription:
             "tagsSet": self.tags,
             "codeSet": self.codes,
             "subVersion": self.version,
-            "expressionType": "TAG",
+            "expressionType": self.expression_type,
         }
 
 
