@@ -49,6 +49,8 @@ class BrokerConfig:
     trace_on: bool = True
     writable: bool = True
     readable: bool = True
+    #: Keep replies in ``<cluster>_REPLY_TOPIC`` as well as pushing them (Java storeReplyMessageEnable).
+    store_reply_message: bool = True
 
     @property
     def advertised_addr(self) -> str:

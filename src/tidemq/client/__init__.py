@@ -15,6 +15,7 @@ from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
+from tidemq.client.request import RequestTimeoutError, create_reply
 
 __all__ = [
     "BlockingLitePullConsumer",
@@ -30,6 +31,8 @@ __all__ = [
     "MessageQueue",
     "Producer",
     "PushConsumer",
+    "RequestTimeoutError",
     "SendResult",
     "SendStatus",
+    "create_reply",
 ]

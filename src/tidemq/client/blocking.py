@@ -68,6 +68,16 @@ class BlockingProducer(_Facade[Producer]):
     def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> SendResult:
         return _LoopThread.run(self._client.send_batch(msgs, **kwargs))
 
+    def request(self, msg: Message, timeout: float = 3.0) -> MessageExt:
+        """Send a request and block until its reply (``Producer.request``)."""
+        return _LoopThread.run(self._client.request(msg, timeout))
+
+    def request_async(self, msg: Message, timeout: float = 3.0) -> concurrent.futures.Future[MessageExt]:
+        return asyncio.run_coroutine_threadsafe(self._client.request(msg, timeout), _LoopThread.loop())
+
+    def reply(self, request: MessageExt, body: bytes) -> SendResult:
+        return _LoopThread.run(self._client.reply(request, body))
+
 
 class BlockingPushConsumer(_Facade[PushConsumer]):
     """``PushConsumer`` for threads: the listener is a plain function run on the consume pool."""

@@ -21,9 +21,9 @@ BrokerProcessor = Callable[["Broker", RemotingConnection, RemotingCommand], Proc
 
 
 def register_all(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    from tidemq.broker.processors import admin, consumer, pull, send
+    from tidemq.broker.processors import admin, consumer, pull, reply, send
 
-    for module in (send, pull, consumer, admin):
+    for module in (send, pull, consumer, admin, reply):
         module.register(dispatcher, broker)
 
 
