@@ -115,10 +115,10 @@ async def _push_reply(
         answer = await target.invoke(push, PUSH_REPLY_TIMEOUT_S)
     except RemotingError as exc:
         log.warning("push of a reply to <%s> failed: %s", client_id, exc)
-        return f"push reply message to {client_id} fail."
+        return f"push reply message to {client_id}fail."
     if answer.code != ResponseCode.SUCCESS:
         log.warning("client <%s> refused a pushed reply: %s", client_id, answer.remark)
-        return f"push reply message to {client_id} fail."
+        return f"push reply message to {client_id}fail."
     return None
 
 
