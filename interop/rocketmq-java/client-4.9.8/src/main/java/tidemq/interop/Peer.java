@@ -58,6 +58,12 @@ public final class Peer {
                 case "admin":
                     rc = Admin.run(opts);
                     break;
+                case "request":
+                    rc = Request.request(opts);
+                    break;
+                case "reply":
+                    rc = Request.reply(opts, timeoutMs);
+                    break;
                 default:
                     usage("unknown sub-command " + argv[0]);
                     return;
