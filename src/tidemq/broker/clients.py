@@ -201,6 +201,15 @@ class ClientManager:
                 return conn
         return None
 
+    def find_producer(self, client_id: str) -> RemotingConnection | None:
+        """An open connection of the client ``client_id`` that heartbeats a producer group: where a
+        reply to that client's request is pushed (Java ProducerManager.findChannel)."""
+        for channels in self.producers.values():
+            for conn, ch in channels.items():
+                if ch.client_id == client_id and not conn.is_closed:
+                    return conn
+        return None
+
     def notify_ids_changed(self, group: str) -> None:
         """Tell every member of ``group`` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""
         info = self.consumers.get(group)

@@ -55,6 +55,8 @@ class BrokerConfig:
     #: Checks of one transaction before its half message is discarded (Java transactionCheckMax).
     transaction_check_max: int = 15
     readable: bool = True
+    #: Keep replies in ``<cluster>_REPLY_TOPIC`` as well as pushing them (Java storeReplyMessageEnable).
+    store_reply_message: bool = True
 
     @property
     def advertised_addr(self) -> str:

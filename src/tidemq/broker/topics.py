@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.metadata import TopicConfig, TopicConfigTable
-from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX
+from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX, reply_topic
 from tidemq.remoting.route import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ class TopicManager:
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(self.config.cluster_name, 16, 16, PERM_INHERIT | PERM_READ | PERM_WRITE),
             TopicConfig(self.config.broker_name, 1, 1, PERM_INHERIT | PERM_READ | PERM_WRITE),
+            # Where request-reply's replies are sent (docs/protocols/rocketmq-request-reply.md).
+            TopicConfig(reply_topic(self.config.cluster_name), 1, 1),
         ]
         if self.config.auto_create_topic:
             queues = self.config.default_topic_queue_nums

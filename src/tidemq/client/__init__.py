@@ -27,6 +27,7 @@ from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.producer import Producer
+from tidemq.client.request import RequestTimeoutError, create_reply
 from tidemq.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 __all__ = [
@@ -46,8 +47,10 @@ __all__ = [
     "MessageSelector",
     "Producer",
     "PushConsumer",
+    "RequestTimeoutError",
     "SendResult",
     "SendStatus",
     "TransactionProducer",
     "TransactionSendResult",
+    "create_reply",
 ]

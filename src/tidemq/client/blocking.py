@@ -69,6 +69,16 @@ class BlockingProducer(_Facade[Producer]):
     def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> SendResult:
         return _LoopThread.run(self._client.send_batch(msgs, **kwargs))
 
+    def request(self, msg: Message, timeout: float = 3.0) -> MessageExt:
+        """Send a request and block until its reply (``Producer.request``)."""
+        return _LoopThread.run(self._client.request(msg, timeout))
+
+    def request_async(self, msg: Message, timeout: float = 3.0) -> concurrent.futures.Future[MessageExt]:
+        return asyncio.run_coroutine_threadsafe(self._client.request(msg, timeout), _LoopThread.loop())
+
+    def reply(self, request: MessageExt, body: bytes) -> SendResult:
+        return _LoopThread.run(self._client.reply(request, body))
+
 
 class BlockingTransactionProducer(_Facade[TransactionProducer]):
     """``TransactionProducer`` for threads: the executor and checker may be plain functions; they run on the

@@ -20,6 +20,7 @@ from tidemq.aio import cancel_and_wait
 from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.message_queue import MessageQueue
+from tidemq.client.replies import ReplyWaiters
 from tidemq.client.route import TopicRoute
 from tidemq.record import MessageExt, Prop, iter_records
 from tidemq.remoting import jsonx
@@ -88,6 +89,8 @@ class ClientInstance:
         self._conn_locks: dict[str, asyncio.Lock] = {}
         self._namesrv_index = 0
         self._rebalance_now = asyncio.Event()
+        #: Requests of this client's producers waiting for their reply (Producer.request).
+        self.replies = ReplyWaiters()
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
@@ -277,6 +280,8 @@ class ClientInstance:
     def _on_request(
         self, conn: RemotingConnection, req: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+        if req.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
+            return self.replies.receive(req)
         group = req.ext_fields.get("consumerGroup") or req.ext_fields.get("group", "")
         consumer = self.consumers.get(group)
         if req.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:

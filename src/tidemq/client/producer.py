@@ -18,9 +18,12 @@ from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, Laten
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.message_queue import MessageQueue
+from tidemq.client.request import create_reply, is_reply
+from tidemq.client.request import request as send_request_for_reply
 from tidemq.record import (
     NAME_VALUE_SEPARATOR,
     BatchItem,
+    MessageExt,
     Prop,
     SysFlag,
     UniqueIdGenerator,
@@ -29,7 +32,7 @@ from tidemq.record import (
     encode_properties,
     tag_hash,
 )
-from tidemq.remoting.codes import ResponseCode
+from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import SendMessageRequestHeader
 from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, RETRY_PREFIX
@@ -108,6 +111,8 @@ class Producer:
         self._ids = UniqueIdGenerator(self.config.client_ip)
         self._instance: ClientInstance | None = None
         self._pending: set[asyncio.Task[Any]] = set()
+        #: Whether the brokers have had a heartbeat naming this producer since a request last needed one.
+        self.announced_for_requests = False
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -208,6 +213,8 @@ class Producer:
         body, sys_flag = bytes(msg.body), 0
         if len(body) >= self.compress_over:
             body, sys_flag = compress_body(body, self.compress_level), SysFlag.COMPRESSED
+        if is_reply(props):  # the cluster's reply topic is nobody's namespace
+            return msg.topic, body, props, sys_flag
         return wrap_namespace(self.config.namespace, msg.topic), body, props, sys_flag
 
     async def send(
@@ -284,6 +291,8 @@ class Producer:
         for hook in self.interceptors:
             hook(msg, mq, None, None)
         request = api.send_request(self._header(topic, mq.queue_id, sys_flag, props), body)
+        if is_reply(props):  # as Java's client: a reply message goes out as SEND_REPLY_MESSAGE_V2
+            request.code = RequestCode.SEND_REPLY_MESSAGE_V2
         try:
             result = await self._invoke(mq, request, deadline, props[Prop.UNIQ_KEY])
         except BaseException as exc:
@@ -349,6 +358,37 @@ class Producer:
 
         task.add_done_callback(done)
         return task
+
+    # --- request-reply (docs/protocols/rocketmq-request-reply.md) ---------------------------------------
+
+    async def request(self, msg: Message, timeout: float = 3.0) -> MessageExt:
+        """Send ``msg`` and wait for the reply its consumer sends back (Java DefaultMQProducer.request);
+        ``timeout`` in seconds covers both. No reply in time raises ``RequestTimeoutError``."""
+        return await send_request_for_reply(self, msg, timeout)
+
+    def request_async(
+        self,
+        msg: Message,
+        timeout: float = 3.0,
+        callback: Callable[[MessageExt | None, BaseException | None], None] | None = None,
+    ) -> asyncio.Task[MessageExt]:
+        """Start a request and return at once; the task (and ``callback``) get the reply."""
+        task = asyncio.ensure_future(self.request(msg, timeout))
+        self._pending.add(task)
+
+        def done(t: asyncio.Task[MessageExt]) -> None:
+            self._pending.discard(t)
+            if callback is not None:
+                exc = t.exception() if not t.cancelled() else asyncio.CancelledError()
+                callback(None if exc else t.result(), exc)
+
+        task.add_done_callback(done)
+        return task
+
+    async def reply(self, request: MessageExt, body: bytes, timeout: float | None = None) -> SendResult:
+        """Answer a consumed request: ``create_reply`` and send it. The broker answers SUCCESS only once
+        the requester has the reply; a requester that left makes this raise the broker's error."""
+        return await self.send(create_reply(request, body), timeout=timeout)
 
     async def send_oneway(self, msg: Message) -> None:
         """Fire and forget: no answer is awaited and nothing is retried."""

@@ -32,6 +32,14 @@ class Prop:
     MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
     CONSUME_START_TIME = "CONSUME_START_TIME"
     CLUSTER = "CLUSTER"
+    #: Request-reply (docs/protocols/rocketmq-request-reply.md): the request's id, the requester's client
+    #: id, the request timeout in ms, the "reply" message type, and when the broker pushed the reply.
+    CORRELATION_ID = "CORRELATION_ID"
+    REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    TTL = "TTL"
+    MSG_TYPE = "MSG_TYPE"
+    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+    REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
 
 
 def key_prefix(key: str) -> bytes:

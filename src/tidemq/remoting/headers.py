@@ -235,6 +235,27 @@ class CheckTransactionStateRequestHeader(CommandHeader):
     offset_msg_id: str | None = None
 
 
+@dataclass(slots=True)
+class ReplyMessageRequestHeader(CommandHeader):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT: the reply's send header, plus where it came from and when it was
+    stored (docs/protocols/rocketmq-request-reply.md)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: Long
+    flag: int
+    born_host: str
+    store_host: str
+    store_timestamp: Long
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+
+
 # --- client management ------------------------------------------------------------------------
 
 

@@ -25,6 +25,13 @@ TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_OP_TAG = "d"
 #: Topics named ``rmq_sys_...`` are the system's own (Java TopicValidator.SYSTEM_TOPIC_PREFIX).
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+#: The MSG_TYPE of a reply: a producer sends it with SEND_REPLY_MESSAGE(_V2) (Java MixAll.REPLY_MESSAGE_FLAG).
+REPLY_MESSAGE_FLAG = "reply"
+
+
+def reply_topic(cluster: str) -> str:
+    """``<cluster>_REPLY_TOPIC``: every broker of a cluster has it, and replies are sent to it."""
+    return cluster + "_REPLY_TOPIC"
 
 
 def retry_topic(group: str) -> str:

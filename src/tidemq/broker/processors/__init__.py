@@ -21,9 +21,9 @@ BrokerProcessor = Callable[["Broker", RemotingConnection, RemotingCommand], Proc
 
 
 def register_all(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    from tidemq.broker.processors import admin, consumer, pull, send, transaction
+    from tidemq.broker.processors import admin, consumer, pull, reply, send, transaction
 
-    for module in (send, pull, consumer, admin, transaction):
+    for module in (send, pull, consumer, admin, transaction, reply):
         module.register(dispatcher, broker)
 
 
