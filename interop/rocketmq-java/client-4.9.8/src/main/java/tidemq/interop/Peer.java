@@ -58,6 +58,7 @@ public final class Peer {
                 case "admin":
                     rc = Admin.run(opts);
                     break;
+                case "transact": rc = Transact.run(opts); break;
                 default:
                     usage("unknown sub-command " + argv[0]);
                     return;
