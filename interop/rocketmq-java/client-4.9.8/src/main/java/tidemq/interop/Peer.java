@@ -64,6 +64,9 @@ public final class Peer {
                 case "reply":
                     rc = Request.reply(opts, timeoutMs);
                     break;
+                case "transact":
+                    rc = Transact.run(opts);
+                    break;
                 default:
                     usage("unknown sub-command " + argv[0]);
                     return;
