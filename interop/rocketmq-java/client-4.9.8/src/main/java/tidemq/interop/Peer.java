@@ -14,7 +14,7 @@ import java.util.TreeMap;
 
 /**
  * Apache RocketMQ's own 4.9.8 Java client driven from pytest: one sub-command per role (produce, consume,
- * litepull, admin, request, reply), options as {@code --name value}, one JSON object per line on stdout for the test to
+ * litepull, admin, request, reply, transact), options as {@code --name value}, one JSON object per line on stdout for the test to
  * assert on. Everything else (the client's own logging) goes to stderr or to the log root the test gives.
  * Exits 2 when {@code --timeout} seconds pass first, so a hung peer fails its test instead of the suite.
  */
@@ -28,7 +28,7 @@ public final class Peer {
         json = System.out;
         System.setOut(System.err); // anything a library prints stays off the JSON channel
         if (argv.length == 0) {
-            usage("a sub-command is required: produce, consume, litepull, admin, request or reply");
+            usage("a sub-command is required: produce, consume, litepull, admin, request, reply or transact");
         }
         Options opts = Options.parse(Arrays.copyOfRange(argv, 1, argv.length));
         long timeoutMs = (long) (Double.parseDouble(opts.get("timeout", "60")) * 1000);
