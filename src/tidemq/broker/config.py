@@ -55,6 +55,8 @@ class BrokerConfig:
     #: Checks of one transaction before its half message is discarded (Java transactionCheckMax).
     transaction_check_max: int = 15
     readable: bool = True
+    #: A timer message due further ahead than this is refused (Java timerMaxDelaySec, 3 days).
+    timer_max_delay_s: int = 3 * 86_400
 
     @property
     def advertised_addr(self) -> str:
