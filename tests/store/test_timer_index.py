@@ -51,8 +51,13 @@ def test_limit_and_push_back_return_entries_in_order(tmp_path: Path) -> None:
 def test_add_before_the_checkpoint_is_refused(tmp_path: Path) -> None:
     index = TimeIndex(tmp_path, bucket_ms=100)
     index.commit((500, 3))
-    with pytest.raises(ValueError, match="checkpoint"):
+    with pytest.raises(ValueError, match="not after"):
         index.add(400, 1)
+    # Popped but not yet committed counts too: the entry would never be popped.
+    index.add(600, 1)
+    assert index.pop_due(700, 10) == [(600, 1)]
+    with pytest.raises(ValueError, match="not after"):
+        index.add(550, 2)
 
 
 def test_checkpoint_survives_reopen_and_covers_delivered_entries(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,8 @@ class TimerService:
         self._wakeup = asyncio.Event()
         self._waiting_until: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        #: Batches stored but maybe not yet fsynced: (log end offset, last entry), oldest first.
+        self._unflushed: deque[tuple[int, tuple[int, int]]] = deque()
 
     # --- the send path ------------------------------------------------------------------------------
 
@@ -107,7 +110,7 @@ class TimerService:
                 f"timer message illegal: it is due in {due - now} ms, beyond the maximum delay of {max_ms} ms"
             )
         # Due now, or at or before what the walker has already passed: deliver at once (never late-add).
-        if due <= max(now, self.index.delivered[0]):
+        if due <= max(now, self.index.popped_through[0]):
             return None
         props[Prop.TIMER_OUT_MS] = str(due)
         props[Prop.TIMER_ENQUEUE_MS] = str(now)
@@ -132,8 +135,18 @@ class TimerService:
         self._tasks = [asyncio.create_task(self._walk()), asyncio.create_task(self._flush_loop())]
 
     async def close(self) -> None:
+        """Called before the store closes (and fsyncs its log), so batches not yet known to be fsynced stay
+        uncommitted in the index: the log's checkpoint records cover them on the next start."""
         await cancel_and_wait(self._tasks)
+        self._commit_flushed()
         self.index.close()
+
+    def _commit_flushed(self) -> None:
+        """Commit to the index the batches the log has fsynced: its checkpoint file then never claims a
+        re-put a machine crash could still take back."""
+        flushed = self.broker.store.commitlog.flushed
+        while self._unflushed and self._unflushed[0][0] <= flushed:
+            self.index.commit(self._unflushed.popleft()[1])
 
     def _recover(self) -> None:
         store = self.broker.store
@@ -162,6 +175,7 @@ class TimerService:
     async def _flush_loop(self) -> None:
         while True:
             await asyncio.sleep(self.broker.store.config.cq_flush_interval_ms / 1000)
+            self._commit_flushed()
             try:
                 self.index.flush()
             except OSError as exc:
@@ -203,11 +217,11 @@ class TimerService:
             )
         )
         try:
-            self.broker.store.put(requests)
+            result = self.broker.store.put(requests)
         except StoreError as exc:
             log.error("timers: cannot deliver %d due messages: %s", len(entries), exc)
             return False
-        self.index.commit(entries[-1])
+        self._unflushed.append((result.end_offset, entries[-1]))
         self.delivered_count += len(requests) - 1
         return True
 

@@ -120,9 +120,9 @@ class TimeIndex:
 
     def add(self, due: int, ref: int, indexed: int | None = None) -> None:
         """Add an entry; ``indexed`` is the caller's source position just past it, if it has one."""
-        if (due, ref) <= self.delivered:
+        if (due, ref) <= self._last_popped:
             raise ValueError(
-                f"entry ({due}, {ref}) is at or before the delivered checkpoint {self.delivered}"
+                f"entry ({due}, {ref}) is not after the last popped (checkpoint) {self._last_popped}"
             )
         bucket = self.bucket_of(due)
         os.write(self._fd(bucket), _encode(due, ref))
@@ -174,6 +174,11 @@ class TimeIndex:
                 self._last_popped = entry
         return out
 
+    @property
+    def popped_through(self) -> Entry:
+        """The last entry popped (and not pushed back): an entry added now must come after it."""
+        return self._last_popped
+
     def push_back(self, entries: list[Entry]) -> None:
         """Return popped entries the caller could not handle; they are popped again next."""
         for entry in entries:
@@ -185,6 +190,7 @@ class TimeIndex:
     def commit(self, entry: Entry) -> None:
         """Every entry up to ``entry`` is delivered; durable at the next ``flush``."""
         self.delivered = max(self.delivered, entry)
+        self._last_popped = max(self._last_popped, entry)
 
     def restore_delivered(self, entry: Entry) -> None:
         """Adopt a checkpoint the caller kept more exactly (in its own store) than the last flush."""
