@@ -22,12 +22,13 @@ from tidemq.broker.processors import register_all
 from tidemq.broker.processors.pull import pull_message
 from tidemq.broker.pull_stats import PulledPerMinute
 from tidemq.broker.schedule import ScheduleService
+from tidemq.broker.timers import TimerService, recovered_tags_code
 from tidemq.broker.topics import TopicManager
 from tidemq.broker.transactions import TransactionService
 from tidemq.record import MessageExt, Prop, encode_properties, encode_record, pack_host, tag_hash
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.names import SCHEDULE_TOPIC
+from tidemq.remoting.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from tidemq.remoting.transport import (
     RemotingConnection,
     RemotingError,
@@ -60,7 +61,12 @@ class Broker:
         self.locks = RebalanceLockManager(config.lock_max_live_s)
         self.holds = PullHoldService(self._rerun_pull)
         self.transactions = TransactionService(self)
-        self.store.dispatch_listeners += [self.holds.notify, self.schedule.on_dispatch]
+        self.timers = TimerService(self)
+        self.store.dispatch_listeners += [
+            self.holds.notify,
+            self.schedule.on_dispatch,
+            self.timers.on_dispatch,
+        ]
         self.dispatcher = RequestDispatcher()
         register_all(self.dispatcher, self)
         self.server = RemotingServer(
@@ -85,6 +91,8 @@ class Broker:
     def _recovered_tags_code(self, topic: str, queue_id: int, props: dict[str, str], store_ts: int) -> int:
         if topic == SCHEDULE_TOPIC:
             return self.schedule.tags_code(queue_id + 1, store_ts)
+        if topic == TIMER_TOPIC:
+            return recovered_tags_code(props)
         return tag_hash(props.get(Prop.TAGS))
 
     # --- lifecycle ----------------------------------------------------------------------------------
@@ -97,6 +105,7 @@ class Broker:
         self.store_host, _ = pack_host(host.strip("[]"), int(port))
         self.schedule.start()
         self.transactions.start()
+        self.timers.start()
         self._tasks = [
             asyncio.create_task(self._registration_loop()),
             asyncio.create_task(self._expire_clients_loop()),
@@ -115,6 +124,7 @@ class Broker:
         await self._unregister_all()
         await self.schedule.close()
         await self.transactions.close()
+        await self.timers.close()
         await self.server.close()
         self.consumer_offsets.persist(force=True)
         self.delay_offsets.persist(force=True)

@@ -57,6 +57,8 @@ class BrokerConfig:
     readable: bool = True
     #: Keep replies in ``<cluster>_REPLY_TOPIC`` as well as pushing them (Java storeReplyMessageEnable).
     store_reply_message: bool = True
+    #: A timer message due further ahead than this is refused (Java timerMaxDelaySec, 3 days).
+    timer_max_delay_s: int = 3 * 86_400
 
     @property
     def advertised_addr(self) -> str:

@@ -9,7 +9,13 @@ from collections.abc import Callable
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.metadata import TopicConfig, TopicConfigTable
-from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX, reply_topic
+from tidemq.remoting.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+    TIMER_TOPIC,
+    reply_topic,
+)
 from tidemq.remoting.route import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
@@ -20,6 +26,7 @@ OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 NOT_SENDABLE = frozenset(
     {
         SCHEDULE_TOPIC,
+        TIMER_TOPIC,
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",

@@ -104,6 +104,14 @@ _broker_options = option_group(
         show_default=True,
         help="Checks of a transaction before its half message is discarded (Java transactionCheckMax).",
     ),
+    click.option(
+        "--timer-max-delay",
+        type=click.IntRange(min=1),
+        default=3 * 86_400,
+        show_default=True,
+        help="Seconds ahead a timer message may be due at most; later ones are refused "
+        "(Java timerMaxDelaySec).",
+    ),
 )
 
 
@@ -127,6 +135,7 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
         transaction_timeout_s=opts["transaction_timeout"],
         transaction_check_interval_s=opts["transaction_check_interval"],
         transaction_check_max=opts["transaction_check_max"],
+        timer_max_delay_s=opts["timer_max_delay"],
     )
     if opts["delay_levels"]:
         try:

@@ -63,8 +63,8 @@ class BlockingProducer(_Facade[Producer]):
     def send_async(self, msg: Message, **kwargs: Any) -> concurrent.futures.Future[SendResult]:
         return asyncio.run_coroutine_threadsafe(self._client.send(msg, **kwargs), _LoopThread.loop())
 
-    def send_oneway(self, msg: Message) -> None:
-        _LoopThread.run(self._client.send_oneway(msg))
+    def send_oneway(self, msg: Message, **kwargs: Any) -> None:
+        _LoopThread.run(self._client.send_oneway(msg, **kwargs))
 
     def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> SendResult:
         return _LoopThread.run(self._client.send_batch(msgs, **kwargs))

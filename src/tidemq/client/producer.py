@@ -9,6 +9,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from tidemq.address import DEFAULT_NAMESRV_ADDR
@@ -16,7 +17,7 @@ from tidemq.client import api
 from tidemq.client.config import ClientConfig, strip_namespace, wrap_namespace
 from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, LatencyFaultTolerance
 from tidemq.client.instance import ClientInstance, MQClientError
-from tidemq.client.message import Message, SendResult, SendStatus
+from tidemq.client.message import Message, SendResult, SendStatus, deliver_time_ms
 from tidemq.client.message_queue import MessageQueue
 from tidemq.client.request import create_reply, is_reply
 from tidemq.client.request import request as send_request_for_reply
@@ -205,10 +206,15 @@ class Producer:
                 f"message body of {len(body)} bytes exceeds the maximum message size {self.max_message_size}"
             )
 
-    def _prepare(self, msg: Message) -> tuple[str, bytes, dict[str, str], int]:
+    def _prepare(
+        self, msg: Message, deliver_at: datetime | int | None = None, delay: timedelta | None = None
+    ) -> tuple[str, bytes, dict[str, str], int]:
         validate_topic(msg.topic)
         self._check_body(msg.body)
         props = msg.wire_properties()
+        due = deliver_time_ms(deliver_at, delay)
+        if due is not None:
+            props[Prop.TIMER_DELIVER_MS] = str(due)
         props.setdefault(Prop.UNIQ_KEY, self._ids.next_id())
         body, sys_flag = bytes(msg.body), 0
         if len(body) >= self.compress_over:
@@ -226,10 +232,14 @@ class Producer:
         arg: Any = None,
         sharding_key: str | None = None,
         timeout: float | None = None,
+        deliver_at: datetime | int | None = None,
+        delay: timedelta | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer. With ``queue``, ``selector`` or ``sharding_key`` the
-        message goes to that one queue (ordered sending) and is not retried elsewhere."""
-        topic, body, props, sys_flag = self._prepare(msg)
+        message goes to that one queue (ordered sending) and is not retried elsewhere. ``deliver_at``
+        (a datetime or epoch ms) or ``delay`` make it a timer message, delivered to consumers then
+        (docs/protocols/rocketmq-messages.md#timer-messages)."""
+        topic, body, props, sys_flag = self._prepare(msg, deliver_at, delay)
         deadline = time.monotonic() + (timeout or self.send_timeout)
         queues = await self.queues_for(topic)  # also names an explicit queue's broker address
         if sharding_key is not None:
@@ -390,9 +400,11 @@ class Producer:
         the requester has the reply; a requester that left makes this raise the broker's error."""
         return await self.send(create_reply(request, body), timeout=timeout)
 
-    async def send_oneway(self, msg: Message) -> None:
+    async def send_oneway(
+        self, msg: Message, *, deliver_at: datetime | int | None = None, delay: timedelta | None = None
+    ) -> None:
         """Fire and forget: no answer is awaited and nothing is retried."""
-        topic, body, props, sys_flag = self._prepare(msg)
+        topic, body, props, sys_flag = self._prepare(msg, deliver_at, delay)
         mq = self._pick(await self.queues_for(topic), None)
         request = api.send_request(self._header(topic, mq.queue_id, sys_flag, props), body)
         conn = await self.instance.broker_connection(mq.broker_name)

@@ -13,6 +13,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from tidemq.client import api
@@ -71,8 +72,10 @@ class TransactionProducer(Producer):
         self._checks: set[asyncio.Task[None]] = set()
         self._registered: set[str] = set()
 
-    def _prepare(self, msg: Message) -> tuple[str, bytes, dict[str, str], int]:
-        topic, body, props, sys_flag = super()._prepare(msg)
+    def _prepare(
+        self, msg: Message, deliver_at: datetime | int | None = None, delay: timedelta | None = None
+    ) -> tuple[str, bytes, dict[str, str], int]:
+        topic, body, props, sys_flag = super()._prepare(msg, deliver_at, delay)
         if props.get(Prop.TRAN_MSG) == "true":
             sys_flag |= SysFlag.TRANSACTION_PREPARED
         return topic, body, props, sys_flag

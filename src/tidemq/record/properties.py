@@ -40,6 +40,16 @@ class Prop:
     MSG_TYPE = "MSG_TYPE"
     PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
     REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    #: Timer messages (RocketMQ 5.x): when to deliver, as an absolute time or a delay from the send.
+    TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    #: Set by the broker: the due time it scheduled, when the message entered and left the timer.
+    TIMER_OUT_MS = "TIMER_OUT_MS"
+    TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+    TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
 
 
 def key_prefix(key: str) -> bytes:

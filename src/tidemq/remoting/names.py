@@ -23,6 +23,9 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 #: half message's queue offset, tagged ``d`` (Java RMQ_SYS_TRANS_OP_HALF_TOPIC and REMOVETAG).
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_OP_TAG = "d"
+#: Where timer messages wait for their delivery time (Java TimerMessageStore.TIMER_TOPIC): queue 0
+#: holds the messages, queue 1 the timer's delivery checkpoints (tidemq's own).
+TIMER_TOPIC = "rmq_sys_wheel_timer"
 #: Topics named ``rmq_sys_...`` are the system's own (Java TopicValidator.SYSTEM_TOPIC_PREFIX).
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 #: The MSG_TYPE of a reply: a producer sends it with SEND_REPLY_MESSAGE(_V2) (Java MixAll.REPLY_MESSAGE_FLAG).

@@ -2,7 +2,8 @@
 
 It owns the commit log of stored-layout records, the per-queue consume queues, the key index, the
 dispatch checkpoint and recovery, retention, and ``documents``: named durable JSON documents a front-end
-keeps its own metadata in (the broker's topic and offset tables, nsqd's topic and channel state).
+keeps its own metadata in (the broker's topic and offset tables, nsqd's topic and channel state), and
+``TimeIndex``: a durable index of record references by due time, for front-ends that deliver later.
 
 It knows nothing of sockets or protocols and imports no front-end (``broker/``, ``nsq/``, ``namesrv/``,
 ``client/``): only the stored record layout and ``aio``.
@@ -10,5 +11,15 @@ It knows nothing of sockets or protocols and imports no front-end (``broker/``, 
 
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.message_store import GetResult, GetStatus, MessageStore, PutResult, StoreError
+from tidemq.store.timer_index import TimeIndex
 
-__all__ = ["FlushMode", "GetResult", "GetStatus", "MessageStore", "PutResult", "StoreConfig", "StoreError"]
+__all__ = [
+    "FlushMode",
+    "GetResult",
+    "GetStatus",
+    "MessageStore",
+    "PutResult",
+    "StoreConfig",
+    "StoreError",
+    "TimeIndex",
+]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import register_table
+from tidemq.broker.timers import MESSAGES_QUEUE, TimerPlan, TimerRejected
 from tidemq.broker.topics import NOT_SENDABLE, name_problem
 from tidemq.record import (
     LOOPBACK_HOST,
@@ -27,7 +28,7 @@ from tidemq.record import (
 from tidemq.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from tidemq.remoting.names import RETRY_PREFIX, dlq_topic, retry_topic
+from tidemq.remoting.names import RETRY_PREFIX, TIMER_TOPIC, dlq_topic, retry_topic
 from tidemq.remoting.route import PERM_READ, PERM_WRITE
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
 from tidemq.store import FlushMode, StoreError
@@ -143,6 +144,15 @@ def send_message(
     born_host = _born_host(conn)
     if h.batch or req.code == RequestCode.SEND_BATCH_MESSAGE:
         return _send_batch(broker, req, h, topic, queue_id, props, born_host)
+    timer: TimerPlan | None = None
+    if not transactional:
+        try:
+            timer = broker.timers.plan(props, topic)
+        except TimerRejected as exc:
+            return req.error(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        if timer is not None:
+            props[Prop.REAL_TOPIC], props[Prop.REAL_QID] = topic, str(queue_id)
+            topic, queue_id = TIMER_TOPIC, MESSAGES_QUEUE
     if props.get(Prop.DELAY, "0") in ("", "0"):
         # A 4.9 broker stores a plain send without WAIT, and keeps it on a delayed one (it rewrites
         # a delayed message's properties from the parsed table, WAIT included).
@@ -160,10 +170,13 @@ def send_message(
             reconsume_times=reconsume,
             schedule=not transactional,
         )
+        if timer is not None:
+            request.tags_code = timer.due_ms
         if transactional:
             half = broker.transactions.half_append(request)
     except MessageDecodeError as exc:
         return req.error(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    answer_qid = int(props[Prop.REAL_QID]) if timer is not None else queue_id
     if transactional:
         return _store(
             broker,
@@ -172,7 +185,7 @@ def send_message(
             lambda r: _send_response(broker, req, r, queue_id),
         )
     return _store(
-        broker, req, lambda: broker.store.put([request]), lambda r: _send_response(broker, req, r, queue_id)
+        broker, req, lambda: broker.store.put([request]), lambda r: _send_response(broker, req, r, answer_qid)
     )
 
 
