@@ -7,11 +7,13 @@ import logging
 import os
 import time
 import zlib
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tidemq.aio import cancel_and_wait, wait_or_timeout
+from tidemq.broker.acl import AclService
 from tidemq.broker.clients import ClientManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.locks import RebalanceLockManager
@@ -63,6 +65,9 @@ class Broker:
         self.store.dispatch_listeners += [self.holds.notify, self.schedule.on_dispatch]
         self.dispatcher = RequestDispatcher()
         register_all(self.dispatcher, self)
+        self.acl = AclService(Path(config.acl_file)) if config.acl_file else None
+        if self.acl is not None:
+            self.dispatcher.add_guard(self.acl.guard)
         self.server = RemotingServer(
             self.dispatcher,
             config.listen_host,
@@ -97,6 +102,8 @@ class Broker:
         self.store_host, _ = pack_host(host.strip("[]"), int(port))
         self.schedule.start()
         self.transactions.start()
+        if self.acl is not None:
+            self.acl.start()
         self._tasks = [
             asyncio.create_task(self._registration_loop()),
             asyncio.create_task(self._expire_clients_loop()),
@@ -115,6 +122,8 @@ class Broker:
         await self._unregister_all()
         await self.schedule.close()
         await self.transactions.close()
+        if self.acl is not None:
+            await self.acl.close()
         await self.server.close()
         self.consumer_offsets.persist(force=True)
         self.delay_offsets.persist(force=True)

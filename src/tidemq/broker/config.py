@@ -55,6 +55,8 @@ class BrokerConfig:
     #: Checks of one transaction before its half message is discarded (Java transactionCheckMax).
     transaction_check_max: int = 15
     readable: bool = True
+    #: Java's plain_acl.yml; when set every request is checked against it (docs: rocketmq-remoting.md#acl).
+    acl_file: str | None = None
 
     @property
     def advertised_addr(self) -> str:
