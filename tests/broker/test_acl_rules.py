@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import orjson
 import pytest
 
-from tidemq.broker.acl import AclRules, validate
+from tidemq.broker.acl import AclRules, AclService, validate
 from tidemq.broker.acl_address import address_matcher
 from tidemq.broker.acl_file import load_acl_config
 from tidemq.broker.acl_rules import (
@@ -156,3 +159,21 @@ def test_white_address_patterns(pattern: str, inside: list[str], outside: list[s
 def test_bad_white_address_patterns(pattern: str) -> None:
     with pytest.raises(ValueError, match="bad white remote address"):
         address_matcher(pattern)
+
+
+def test_reload_keeps_the_old_rules_when_the_new_file_is_bad(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(ACL)
+    service = AclService(path)
+    assert not service.reload_if_changed()
+    path.write_text(ACL.replace("topicC=SUB", "topicC=PUB"))
+    os.utime(path, ns=(1, 1))
+    assert service.reload_if_changed()
+    validate(service.rules, signed(RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": "topicC"}), CLIENT)
+    path.write_text(ACL + "  - accessKey: [\n")
+    os.utime(path, ns=(2, 2))
+    assert not service.reload_if_changed()
+    assert "line 18: unterminated flow list" in caplog.text
+    validate(service.rules, signed(RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": "topicC"}), CLIENT)
