@@ -35,3 +35,13 @@ def test_resigning_replaces_the_old_signature() -> None:
 def test_keys_sort_in_java_order() -> None:
     # Upper case sorts before lower case, as String.compareTo does.
     assert signed_content({"b": "2", "B": "1", "a": "3"}, b"") == b"132"
+
+
+def test_matches_javas_acl_client_rpc_hook_on_a_send() -> None:
+    # Java 4.9.8's AclClientRPCHook(SessionCredentials("RocketMQ", "12345678")) on a SEND_MESSAGE_V2 with
+    # these header fields and body "hello" (rocketmq-acl-4.9.8.jar run once by hand) gave this Signature.
+    ext = {"a": "PG", "b": "topicA", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1700000000000"}
+    ext |= {"h": "0", "i": "k\x01v\x02", "j": "0", "k": "false", "m": "false"}
+    request = RemotingCommand(310, ext_fields=ext, body=b"hello")
+    sign_request(request, "RocketMQ", "12345678")
+    assert request.ext_fields["Signature"] == "p990LzvK4qs6/ncoS2CJdz4kPUQ="
