@@ -109,7 +109,9 @@ async def test_account_without_pub_cannot_send(acl_server: tuple[ServerProcess, 
     async with Producer(unique("PG"), config=config(server), retry_times=0) as producer:
         with pytest.raises(MQClientError) as info:
             await producer.send(Message(READONLY, b"x"))
-    assert f"NO_PERMISSION (16): No permission for topic:{READONLY}, accessKey=writer01" in str(info.value)
+    assert f"NO_PERMISSION (16): No default permission for topic:{READONLY}, accessKey=writer01" in str(
+        info.value
+    )
 
 
 async def test_editing_the_file_changes_what_is_allowed(acl_server: tuple[ServerProcess, Path]) -> None:

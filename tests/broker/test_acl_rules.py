@@ -78,7 +78,7 @@ def test_permission_bits_are_javas() -> None:
 def test_send_needs_pub_on_the_topic(rules: AclRules) -> None:
     validate(rules, signed(RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": "topicB"}), CLIENT)
     remark = denied(rules, signed(RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": "topicC"}))
-    assert remark == "No permission for topic:topicC, accessKey=RocketMQ"
+    assert remark == "No default permission for topic:topicC, accessKey=RocketMQ"
     remark = denied(rules, signed(RequestCode.SEND_MESSAGE, {"producerGroup": "pg", "topic": "topicA"}))
     assert "topic:topicA" in remark
 
@@ -91,7 +91,7 @@ def test_default_topic_perm_applies_to_unlisted_topics(rules: AclRules) -> None:
 def test_pull_needs_sub_on_topic_and_group(rules: AclRules) -> None:
     validate(rules, signed(RequestCode.PULL_MESSAGE, {"topic": "topicC", "consumerGroup": "g1"}), CLIENT)
     remark = denied(rules, signed(RequestCode.PULL_MESSAGE, {"topic": "topicC", "consumerGroup": "groupA"}))
-    assert remark == "No permission for group:groupA, accessKey=RocketMQ"
+    assert remark == "No default permission for group:groupA, accessKey=RocketMQ"
 
 
 def test_heartbeat_needs_sub_on_groups_and_their_topics(rules: AclRules) -> None:

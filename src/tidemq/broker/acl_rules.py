@@ -152,10 +152,7 @@ def check_account_perms(account: Account, code: int, needed: dict[str, int]) -> 
         owned = account.perms.get(resource)
         if owned is None:
             is_group = resource.startswith(RETRY_PREFIX)
-            default = account.default_group_perm if is_group else account.default_topic_perm
-            if not check_permission(perm, default):
-                raise AclDenied(
-                    f"No default permission for {describe(resource)}, accessKey={account.access_key}"
-                )
-        elif not check_permission(perm, owned):
-            raise AclDenied(f"No permission for {describe(resource)}, accessKey={account.access_key}")
+            owned = account.default_group_perm if is_group else account.default_topic_perm
+        if not check_permission(perm, owned):
+            # Java 4.9.8 words both cases (own entry, default) alike; the account is named here too.
+            raise AclDenied(f"No default permission for {describe(resource)}, accessKey={account.access_key}")
