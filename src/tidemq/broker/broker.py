@@ -7,11 +7,13 @@ import logging
 import os
 import time
 import zlib
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tidemq.aio import cancel_and_wait, wait_or_timeout
+from tidemq.broker.acl import AclService
 from tidemq.broker.clients import ClientManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.locks import RebalanceLockManager
@@ -69,6 +71,9 @@ class Broker:
         ]
         self.dispatcher = RequestDispatcher()
         register_all(self.dispatcher, self)
+        self.acl = AclService(Path(config.acl_file)) if config.acl_file else None
+        if self.acl is not None:
+            self.dispatcher.add_guard(self.acl.guard)
         self.server = RemotingServer(
             self.dispatcher,
             config.listen_host,
@@ -106,6 +111,8 @@ class Broker:
         self.schedule.start()
         self.transactions.start()
         self.timers.start()
+        if self.acl is not None:
+            self.acl.start()
         self._tasks = [
             asyncio.create_task(self._registration_loop()),
             asyncio.create_task(self._expire_clients_loop()),
@@ -125,6 +132,8 @@ class Broker:
         await self.schedule.close()
         await self.transactions.close()
         await self.timers.close()
+        if self.acl is not None:
+            await self.acl.close()
         await self.server.close()
         self.consumer_offsets.persist(force=True)
         self.delay_offsets.persist(force=True)

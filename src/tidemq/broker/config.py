@@ -59,6 +59,8 @@ class BrokerConfig:
     store_reply_message: bool = True
     #: A timer message due further ahead than this is refused (Java timerMaxDelaySec, 3 days).
     timer_max_delay_s: int = 3 * 86_400
+    #: Java's plain_acl.yml; when set every request is checked against it (docs: rocketmq-remoting.md#acl).
+    acl_file: str | None = None
 
     @property
     def advertised_addr(self) -> str:

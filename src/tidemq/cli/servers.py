@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from tidemq.address import LOCALHOST, is_host_port
+from tidemq.broker.acl import read_acl_file
+from tidemq.broker.acl_file import AclFileError
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
 from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_config, option_group
 from tidemq.embedded import ServerPlan, serve
@@ -112,6 +114,13 @@ _broker_options = option_group(
         help="Seconds ahead a timer message may be due at most; later ones are refused "
         "(Java timerMaxDelaySec).",
     ),
+    click.option(
+        "--acl-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Java's plain_acl.yml: check every broker request's AccessKey, Signature and permissions "
+        "against it; reloaded when it changes.",
+    ),
 )
 
 
@@ -137,6 +146,12 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
         transaction_check_max=opts["transaction_check_max"],
         timer_max_delay_s=opts["timer_max_delay"],
     )
+    if opts["acl_file"] is not None:
+        try:
+            read_acl_file(opts["acl_file"])
+        except AclFileError as exc:
+            raise click.BadParameter(f"{opts['acl_file']}: {exc}", param_hint="--acl-file") from None
+        config.acl_file = str(opts["acl_file"])
     if opts["delay_levels"]:
         try:
             parse_delay_levels(opts["delay_levels"])

@@ -46,6 +46,8 @@ class ClientConfig:
     heartbeat_broker_interval_s: float = 30.0
     persist_consumer_offset_interval_s: float = 5.0
     call_timeout_s: float = 3.0
+    #: (access key, secret key): sign every request for a broker's plain ACL (Java's AclClientRPCHook).
+    credentials: tuple[str, str] | None = None
 
     @property
     def namesrv_addrs(self) -> list[str]:

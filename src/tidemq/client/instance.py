@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
@@ -24,10 +25,11 @@ from tidemq.client.replies import ReplyWaiters
 from tidemq.client.route import TopicRoute
 from tidemq.record import MessageExt, Prop, iter_records
 from tidemq.remoting import jsonx
+from tidemq.remoting.acl_signature import sign_request
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.route import MASTER_ID
-from tidemq.remoting.transport import RemotingConnection, RemotingError, connect
+from tidemq.remoting.transport import RemotingConnection, RemotingError, RequestHook, connect
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -178,6 +180,13 @@ class ClientInstance:
 
     # --- connections ----------------------------------------------------------------------------------
 
+    def _request_hook(self) -> RequestHook | None:
+        """Every request is signed when credentials are set, name-server requests too (as Java's are)."""
+        if self.config.credentials is None:
+            return None
+        access_key, secret_key = self.config.credentials
+        return functools.partial(sign_request, access_key=access_key, secret_key=secret_key)
+
     async def connection(self, addr: str) -> RemotingConnection:
         conn = self._conns.get(addr)
         if conn is not None and not conn.is_closed:
@@ -187,7 +196,13 @@ class ClientInstance:
             conn = self._conns.get(addr)
             if conn is None or conn.is_closed:
                 host, port = split_host_port(addr)
-                conn = await connect(host, port, self._on_request, timeout=self.config.call_timeout_s)
+                conn = await connect(
+                    host,
+                    port,
+                    self._on_request,
+                    timeout=self.config.call_timeout_s,
+                    request_hook=self._request_hook(),
+                )
                 self._conns[addr] = conn
                 if self.consumers and addr in self.all_broker_addrs():
                     # A restarted broker has forgotten our subscriptions: tell it now, not in 30 s.

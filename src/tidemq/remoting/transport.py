@@ -28,6 +28,10 @@ _EXPIRY_SLACK_S = 0.001
 
 ProcessorResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 Processor = Callable[["RemotingConnection", RemotingCommand], ProcessorResult]
+#: Runs before any processor; a response refuses the request, ``None`` lets it through (Java's RPCHook).
+Guard = Callable[["RemotingConnection", RemotingCommand], RemotingCommand | None]
+#: Runs on every request a connection sends, before it is encoded (a client's signing hook).
+RequestHook = Callable[[RemotingCommand], None]
 
 
 class RemotingError(Exception):
@@ -55,6 +59,11 @@ class RequestDispatcher:
 
     def __init__(self) -> None:
         self._processors: dict[int, Processor] = {}
+        self._guards: list[Guard] = []
+
+    def add_guard(self, guard: Guard) -> None:
+        """Check every request before its processor (access control), in one place for all codes."""
+        self._guards.append(guard)
 
     def register(self, code: int, processor: Processor) -> None:
         self._processors[code] = processor
@@ -63,6 +72,10 @@ class RequestDispatcher:
         return sorted(self._processors)
 
     def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> ProcessorResult:
+        for guard in self._guards:
+            refusal = guard(conn, request)
+            if refusal is not None:
+                return refusal
         processor = self._processors.get(request.code)
         if processor is None:
             return request.error(
@@ -84,10 +97,12 @@ class RemotingConnection(BufferedReceiver):
         *,
         on_close: Callable[[RemotingConnection], None] | None = None,
         max_frame: int = MAX_FRAME_LENGTH,
+        request_hook: RequestHook | None = None,
     ) -> None:
         # Without a handler every request is answered "not supported", as by an empty dispatcher.
         self._handler = handler if handler is not None else RequestDispatcher()
         self._on_close = on_close
+        self._request_hook = request_hook
         self._decoder = FrameDecoder(max_frame)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         #: opaque -> (deadline on the loop's clock, request code, timeout) of requests being waited for.
@@ -259,6 +274,8 @@ class RemotingConnection(BufferedReceiver):
         if self.is_closed:
             raise RemotingClosedError(f"connection to {self.address} is closed")
         request.opaque = next(self._opaque)
+        if self._request_hook is not None:
+            self._request_hook(request)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._pending[request.opaque] = fut
         self.send(request)
@@ -312,6 +329,8 @@ class RemotingConnection(BufferedReceiver):
     def invoke_oneway(self, request: RemotingCommand) -> None:
         request.opaque = next(self._opaque)
         request.flag |= FLAG_ONEWAY
+        if self._request_hook is not None:
+            self._request_hook(request)
         self.send(request)
 
     async def drain(self) -> None:
@@ -336,12 +355,15 @@ async def connect(
     *,
     timeout: float = 3.0,
     on_close: Callable[[RemotingConnection], None] | None = None,
+    request_hook: RequestHook | None = None,
 ) -> RemotingConnection:
     loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(timeout):
             _, conn = await loop.create_connection(
-                lambda: RemotingConnection(handler, on_close=on_close), host, port
+                lambda: RemotingConnection(handler, on_close=on_close, request_hook=request_hook),
+                host,
+                port,
             )
     except (OSError, TimeoutError) as exc:
         raise RemotingConnectError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
