@@ -102,13 +102,26 @@ def test_command_line_examples_run_as_written(fresh_server: ServerProcess, tmp_p
 
 
 def test_python_client_snippet_produces_and_consumes(readme_server: ServerProcess, tmp_path: Path) -> None:
-    code = snippet("from tidemq.client import").replace("127.0.0.1:9876", readme_server.namesrv)
+    code = snippet('"order-producer"').replace("127.0.0.1:9876", readme_server.namesrv)
     done = run_snippet(code, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     lines = done.stdout.splitlines()
     assert len(lines) == 34, done.stdout
     assert sum(" paid " in line for line in lines) == 1
     assert all(line.startswith("orders ") for line in lines)
+
+
+def test_features_snippet_commits_filters_and_delivers_on_time(
+    readme_server: ServerProcess, tmp_path: Path
+) -> None:
+    """The transaction, SQL92 and timer example: the committed order and the timer message arrive, the
+    rolled-back order and the message the filter leaves out never do."""
+    code = snippet("send_in_transaction").replace("127.0.0.1:9876", readme_server.namesrv)
+    done = run_snippet(code, tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["order 1 COMMIT_MESSAGE", "order 2 ROLLBACK_MESSAGE"], done.stdout
+    assert sorted(lines[2:]) == ["received b'in 2 s'", "received b'order 1'"], done.stdout
 
 
 def test_nsq_client_snippet_publishes_and_consumes(readme_server: ServerProcess, tmp_path: Path) -> None:
