@@ -8,9 +8,9 @@ import itertools
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.client import api
@@ -40,6 +40,7 @@ from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, RETRY_PREFIX
 from tidemq.remoting.transport import RemotingError
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 _UNIQ_ONLY = Prop.UNIQ_KEY + NAME_VALUE_SEPARATOR
 
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -357,17 +358,7 @@ class Producer:
         **kwargs: Any,
     ) -> asyncio.Task[SendResult]:
         """Start a send and return at once; the task (and ``callback``) get the result."""
-        task = asyncio.ensure_future(self.send(msg, **kwargs))
-        self._pending.add(task)
-
-        def done(t: asyncio.Task[SendResult]) -> None:
-            self._pending.discard(t)
-            if callback is not None:
-                exc = t.exception() if not t.cancelled() else asyncio.CancelledError()
-                callback(None if exc else t.result(), exc)
-
-        task.add_done_callback(done)
-        return task
+        return self._track(self.send(msg, **kwargs), callback)
 
     # --- request-reply (docs/protocols/rocketmq-request-reply.md) ---------------------------------------
 
@@ -383,10 +374,18 @@ class Producer:
         callback: Callable[[MessageExt | None, BaseException | None], None] | None = None,
     ) -> asyncio.Task[MessageExt]:
         """Start a request and return at once; the task (and ``callback``) get the reply."""
-        task = asyncio.ensure_future(self.request(msg, timeout))
+        return self._track(self.request(msg, timeout), callback)
+
+    def _track(
+        self,
+        work: Coroutine[Any, Any, _T],
+        callback: Callable[[_T | None, BaseException | None], None] | None,
+    ) -> asyncio.Task[_T]:
+        """Run ``work`` as a task shutdown waits for; ``callback(result, error)`` when it is done."""
+        task = asyncio.ensure_future(work)
         self._pending.add(task)
 
-        def done(t: asyncio.Task[MessageExt]) -> None:
+        def done(t: asyncio.Task[_T]) -> None:
             self._pending.discard(t)
             if callback is not None:
                 exc = t.exception() if not t.cancelled() else asyncio.CancelledError()

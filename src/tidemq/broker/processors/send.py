@@ -243,11 +243,12 @@ def _store(
     broker.stats["put"] += len(result.commit_log_offsets)
     response = answer(result)
     if broker.store.config.flush_mode is FlushMode.SYNC:
-        return _after_flush(broker, response, result.end_offset)
+        return after_flush(broker, response, result.end_offset)
     return response
 
 
-async def _after_flush(broker: Broker, response: RemotingCommand, end_offset: int) -> RemotingCommand:
+async def after_flush(broker: Broker, response: RemotingCommand, end_offset: int) -> RemotingCommand:
+    """The answer to a store write under sync flush: sent once an fsync covers it, or FLUSH_DISK_TIMEOUT."""
     try:
         await broker.store.wait_durable(end_offset)
     except StoreError:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from tidemq.broker.processors import register_table
+from tidemq.broker.processors.send import after_flush
 from tidemq.broker.transactions import TransactionError
 from tidemq.record import Prop, SysFlag
 from tidemq.remoting.codes import RequestCode, ResponseCode
@@ -58,13 +59,5 @@ def end_transaction(
     except StoreError as exc:
         return req.error(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
     if broker.store.config.flush_mode is FlushMode.SYNC:
-        return _after_flush(broker, req.response(), result.end_offset)
+        return after_flush(broker, req.response(), result.end_offset)
     return req.response()
-
-
-async def _after_flush(broker: Broker, response: RemotingCommand, end_offset: int) -> RemotingCommand:
-    try:
-        await broker.store.wait_durable(end_offset)
-    except StoreError:
-        response.code = ResponseCode.FLUSH_DISK_TIMEOUT
-    return response
