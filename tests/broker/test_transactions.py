@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from tests.broker.test_processors import Peer, broker_on, call
+from tests.broker.processor_support import Peer, broker_on, call
 from tidemq.broker.broker import Broker
 from tidemq.broker.clients import ClientChannel
 from tidemq.broker.processors import admin, send, transaction

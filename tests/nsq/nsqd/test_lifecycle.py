@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.nsq.nsqd.test_verbs import Transport, fake_nsqd
+from tests.nsq.nsqd.connection_support import Transport, fake_nsqd
 from tidemq.nsq.nsqd.connection import NsqConnection
 from tidemq.nsq.nsqd.lifecycle import TRANSITIONS, Event, Lifecycle, Writer
 from tidemq.nsq.nsqd.verbs import State
