@@ -111,7 +111,7 @@ $(JAVA_PEER): $(JAVA_PEER_DIR)/pom.xml $(wildcard $(JAVA_PEER_DIR)/src/main/java
 	@mkdir -p $(@D)
 	@rm -rf $(@D)/lib $@
 	@mvn -q -B -Dmaven.repo.local=$(MAVEN_REPO) -f $< -DbuildDir=$(CURDIR)/$(@D) package > $(@D)/build.log 2>&1 || { \
-		echo "cannot build the Java client peer (org.apache.rocketmq:rocketmq-client:4.9.8, rocketmq-tools:4.9.8):" \
+		echo "cannot build the Java client peer (org.apache.rocketmq:rocketmq-client:4.9.8, rocketmq-acl:4.9.8, rocketmq-tools:4.9.8):" \
 			"$$(grep -m1 -o 'Could not .*' $(@D)/build.log || grep -m1 ERROR $(@D)/build.log || tail -n1 $(@D)/build.log)"; exit 1; }
 
 javac: java

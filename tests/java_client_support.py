@@ -37,16 +37,20 @@ def peer_argv(home: Path) -> list[str]:
 
 
 class JavaPeer:
-    """Runs the peer's sub-commands against one name server, each JVM's files under ``home``."""
+    """Runs the peer's sub-commands against one name server, each JVM's files under ``home``; with
+    ``credentials`` (access key, secret key) every client signs its requests with AclClientRPCHook."""
 
-    def __init__(self, namesrv: str, home: Path) -> None:
+    def __init__(self, namesrv: str, home: Path, credentials: tuple[str, str] | None = None) -> None:
         self.namesrv = namesrv
         self.home = home
+        self.credentials = credentials
 
     def run(
         self, command: str, *args: str, timeout: int = 60, check: bool = True, **options: object
     ) -> ScriptRun:
         argv = [*peer_argv(self.home), command, "--namesrv", self.namesrv, *args]
+        if self.credentials is not None:
+            argv += ["--access-key", self.credentials[0], "--secret-key", self.credentials[1]]
         result = run_script(argv, timeout, **options)
         if check:
             assert result.rc == 0, result.describe()

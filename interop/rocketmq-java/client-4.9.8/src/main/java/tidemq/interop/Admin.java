@@ -34,7 +34,7 @@ final class Admin {
     }
 
     static int run(Peer.Options opts) throws Exception {
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(Peer.rpcHook(opts));
         admin.setNamesrvAddr(opts.need("namesrv"));
         admin.setInstanceName("peer-admin-" + ProcessHandle.current().pid());
         admin.start();
@@ -53,6 +53,7 @@ final class Admin {
                     rec.put("ok", false);
                     rec.put("error", String.valueOf(e));
                     rec.put("code", Peer.responseCode(e));
+                    rec.put("remark", Peer.responseRemark(e));
                 }
                 Peer.emit(rec);
             }

@@ -7,6 +7,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -17,7 +19,8 @@ import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
 
 /**
  * {@code consume --topic T --group G --mode concurrent|orderly|broadcast}: DefaultMQPushConsumer from the
- * first offset. Each delivery prints a "received" record (with the instance that got it); a message's
+ * first offset, subscribed with {@code --selector tag|sql} and {@code --expression} (a start the client
+ * refuses prints "start-failed" with the broker's code and exits 1). Each delivery prints a "received" record (with the instance that got it); a message's
  * first {@code --fail-first N} deliveries (of bodies containing {@code --fail-match}, default all) answer RECONSUME_LATER (orderly: SUSPEND_CURRENT_QUEUE_A_MOMENT),
  * retried after {@code --retry-delay-level} (concurrent) up to {@code --max-reconsume} times.
  * {@code --instances K} starts K consumers of the group in this JVM. Stops once {@code --expect} distinct
@@ -83,11 +86,12 @@ final class Consume {
         List<DefaultMQPushConsumer> consumers = new ArrayList<>();
         for (int n = 0; n < instances; n++) {
             String instance = "peer-" + ProcessHandle.current().pid() + "-" + n;
-            DefaultMQPushConsumer c = new DefaultMQPushConsumer(opts.need("group"));
+            DefaultMQPushConsumer c = new DefaultMQPushConsumer(opts.need("group"), Peer.rpcHook(opts),
+                new AllocateMessageQueueAveragely());
             c.setNamesrvAddr(opts.need("namesrv"));
             c.setInstanceName(instance);
             c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            c.subscribe(opts.need("topic"), opts.get("expression", "*"));
+            c.subscribe(opts.need("topic"), Peer.selector(opts));
             c.setMaxReconsumeTimes(opts.integer("max-reconsume", 16));
             c.setPullBatchSize(opts.integer("pull-batch-size", 32));
             if (mode.equals("broadcast")) {
@@ -116,8 +120,14 @@ final class Consume {
             }
             consumers.add(c);
         }
-        for (DefaultMQPushConsumer c : consumers) {
-            c.start();
+        try {
+            for (DefaultMQPushConsumer c : consumers) {
+                c.start();
+            }
+        } catch (MQClientException e) {
+            // e.g. the broker's CHECK_CLIENT_CONFIG refusing a SQL92 expression it cannot parse.
+            Peer.emit(Msgs.failure("start-failed", e));
+            return 1;
         }
         Peer.emit(Peer.record("event", "started", "instances", instances));
         long deadline = System.currentTimeMillis() + timeoutMs;

@@ -14,7 +14,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
 /**
  * {@code litepull --topic T --group G --mode subscribe|assign [--before-seek M] [--seek N] --expect N}:
  * DefaultLitePullConsumer either subscribed (rebalanced, auto-commit) or assigned every queue of the topic,
- * M messages polled, then seeked to offset N in each, then committed. Prints each polled message and, at the end, the committed offsets it sees.
+ * ({@code --selector tag|sql} with {@code --expression}), M messages polled, then seeked to offset N in each, then committed. Prints each polled message and, at the end, the committed offsets it sees.
  */
 final class LitePull {
     private LitePull() {
@@ -24,14 +24,14 @@ final class LitePull {
         String topic = opts.need("topic");
         String mode = opts.get("mode", "subscribe");
         int expect = opts.integer("expect", 1);
-        DefaultLitePullConsumer c = new DefaultLitePullConsumer(opts.need("group"));
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer(opts.need("group"), Peer.rpcHook(opts));
         c.setNamesrvAddr(opts.need("namesrv"));
         c.setInstanceName("peer-" + ProcessHandle.current().pid());
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.setPollTimeoutMillis(1000);
         List<MessageQueue> assigned = new ArrayList<>();
         if (mode.equals("subscribe")) {
-            c.subscribe(topic, opts.get("expression", "*"));
+            c.subscribe(topic, Peer.selector(opts));
             c.start();
         } else if (mode.equals("assign")) {
             c.setAutoCommit(false);

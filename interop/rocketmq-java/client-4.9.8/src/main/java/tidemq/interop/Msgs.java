@@ -24,6 +24,17 @@ final class Msgs {
         Message msg = new Message(topic, opts.get("tag", "TagA"), padded.toString().getBytes());
         msg.setKeys(opts.get("key-prefix", "jk-") + index);
         msg.putUserProperty("idx", Integer.toString(index));
+        // --props k=v,k=v (repeatable): message i carries the (i mod n)-th set as user properties.
+        java.util.List<String> sets = opts.all("props");
+        if (!sets.isEmpty()) {
+            for (String pair : sets.get(index % sets.size()).split(",")) {
+                String[] kv = pair.split("=", 2);
+                if (kv.length != 2) {
+                    throw new IllegalArgumentException("--props wants k=v pairs, not " + pair);
+                }
+                msg.putUserProperty(kv[0], kv[1]);
+            }
+        }
         return msg;
     }
 
@@ -71,6 +82,7 @@ final class Msgs {
     static Map<String, Object> failure(String event, Throwable e) {
         Map<String, Object> rec = Peer.record("event", event, "error", String.valueOf(e));
         rec.put("code", Peer.responseCode(e));
+        rec.put("remark", Peer.responseRemark(e));
         return rec;
     }
 }

@@ -17,6 +17,7 @@ import java.util.TreeMap;
  * litepull, admin, request, reply, transact), options as {@code --name value}, one JSON object per line on stdout for the test to
  * assert on. Everything else (the client's own logging) goes to stderr or to the log root the test gives.
  * Exits 2 when {@code --timeout} seconds pass first, so a hung peer fails its test instead of the suite.
+ * Every client signs its requests with AclClientRPCHook when given {@code --access-key} and {@code --secret-key}.
  */
 public final class Peer {
     private static PrintStream json;
@@ -150,6 +151,44 @@ public final class Peer {
         List<String> all(String name) {
             return values.getOrDefault(name, List.of());
         }
+    }
+
+    /** The plain ACL's signing hook from {@code --access-key}/{@code --secret-key}, or null to send unsigned. */
+    static org.apache.rocketmq.remoting.RPCHook rpcHook(Options opts) {
+        String accessKey = opts.get("access-key", null);
+        if (accessKey == null) {
+            return null;
+        }
+        return new org.apache.rocketmq.acl.common.AclClientRPCHook(
+            new org.apache.rocketmq.acl.common.SessionCredentials(accessKey, opts.need("secret-key")));
+    }
+
+    /** {@code --selector tag|sql} with {@code --expression}: MessageSelector.byTag or bySql. */
+    static org.apache.rocketmq.client.consumer.MessageSelector selector(Options opts) {
+        String expression = opts.get("expression", "*");
+        switch (opts.get("selector", "tag")) {
+            case "tag":
+                return org.apache.rocketmq.client.consumer.MessageSelector.byTag(expression);
+            case "sql":
+                return org.apache.rocketmq.client.consumer.MessageSelector.bySql(expression);
+            default:
+                throw new IllegalArgumentException("--selector must be tag or sql");
+        }
+    }
+
+    /** The broker's remark behind a client exception (the innermost one that carries a code), or null. */
+    static String responseRemark(Throwable e) {
+        String remark = null;
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof org.apache.rocketmq.client.exception.MQClientException
+                && ((org.apache.rocketmq.client.exception.MQClientException) t).getResponseCode() != -1) {
+                remark = ((org.apache.rocketmq.client.exception.MQClientException) t).getErrorMessage();
+            }
+            if (t instanceof org.apache.rocketmq.client.exception.MQBrokerException) {
+                remark = ((org.apache.rocketmq.client.exception.MQBrokerException) t).getErrorMessage();
+            }
+        }
+        return remark;
     }
 
     /** The remoting response code behind a client exception, or null when it carries none. */

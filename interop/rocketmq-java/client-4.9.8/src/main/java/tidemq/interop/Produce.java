@@ -15,7 +15,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * {@code produce --topic T --mode sync|async|oneway|batch|ordered|delay --count N}: DefaultMQProducer's
  * send paths, one "sent" record per message (a batch prints one record with every id).
  * ordered: {@code --shards K} sharding keys, each pinned to one queue by a MessageQueueSelector;
- * delay: {@code --delay-level L}.
+ * delay: {@code --delay-level L}. {@code --props k=v,k=v} (repeatable) gives message i the (i mod n)-th set of
+ * user properties.
  */
 final class Produce {
     private Produce() {
@@ -24,7 +25,7 @@ final class Produce {
     static int run(Peer.Options opts) throws Exception {
         String topic = opts.need("topic");
         int count = opts.integer("count", 1);
-        DefaultMQProducer producer = new DefaultMQProducer(opts.get("group", "java_peer_producer"));
+        DefaultMQProducer producer = new DefaultMQProducer(opts.get("group", "java_peer_producer"), Peer.rpcHook(opts));
         producer.setNamesrvAddr(opts.need("namesrv"));
         producer.setInstanceName("peer-" + ProcessHandle.current().pid());
         producer.setSendMsgTimeout(opts.integer("send-timeout-ms", 5000));
