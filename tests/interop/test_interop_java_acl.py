@@ -102,14 +102,19 @@ def test_admin_request_from_a_non_admin_account_is_refused(
 def test_signed_java_producer_and_push_consumer(
     acl_server: ServerProcess, topics: list[dict[str, Any]], tmp_path: Path
 ) -> None:
+    """acl-1's first delivery fails: its send-back (PUB on the topic, SUB on the group) is signed too."""
     peer = java(acl_server, tmp_path, WRITER)
     sent = events(peer.run("produce", "--topic", TOPIC, "--count", "4", "--body-prefix", "acl-"), "sent")
     assert [s["status"] for s in sent] == ["SEND_OK"] * 4, sent
     result = peer.run(
-        "consume", "--topic", TOPIC, "--group", unique("JavaAclCG"), "--expect", "4", "--timeout", "45"
+        "consume",
+        *("--topic", TOPIC, "--group", unique("JavaAclCG"), "--expect", "4", "--timeout", "45"),
+        *("--fail-first", "1", "--fail-match", "acl-1", "--retry-delay-level", "1"),
     )
-    bodies = {r["body"] for r in events(result, "received")}
-    assert bodies == {"acl-0", "acl-1", "acl-2", "acl-3"}, result.describe()
+    received = events(result, "received")
+    assert {r["body"] for r in received} == {"acl-0", "acl-1", "acl-2", "acl-3"}, result.describe()
+    retried = [r for r in received if r["body"] == "acl-1"]
+    assert [(r["failed"], r["reconsumeTimes"]) for r in retried] == [(True, 0), (False, 1)], retried
 
 
 def test_wrong_secret_key_is_refused(
