@@ -12,9 +12,8 @@ from typing import Any
 
 import click
 
+from tidemq.acl import AclFileError, read_acl_file
 from tidemq.address import LOCALHOST, is_host_port
-from tidemq.broker.acl import read_acl_file
-from tidemq.broker.acl_file import AclFileError
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
 from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_config, option_group
 from tidemq.embedded import ServerPlan, serve
