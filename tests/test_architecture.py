@@ -70,6 +70,11 @@ RULES = (
         why="subscription filters are pure rules the broker evaluates and the clients check alike",
     ),
     Rule(
+        "tidemq.acl",
+        only=("tidemq.record", "tidemq.aio", "tidemq.address"),
+        why="the plain ACL's accounts serve the broker and nsqd alike, so they know neither",
+    ),
+    Rule(
         "tidemq.broker",
         forbids=("tidemq.client", "tidemq.nsq", "tidemq.namesrv", "tidemq.spark", "tidemq.cli"),
         why="the broker is one front-end on the store; the CLI and embedded wire the front-ends together",

@@ -8,19 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tidemq.broker.acl import AclRules, AclService, validate
-from tidemq.broker.acl_address import address_matcher
-from tidemq.broker.acl_file import load_acl_config
-from tidemq.broker.acl_rules import (
-    ANY,
-    DENY,
-    PUB,
-    SUB,
-    AclDenied,
-    check_permission,
-    needed_resources,
-    parse_perm,
-)
+from tidemq.acl import ANY, DENY, PUB, SUB, AclRules, check_permission, parse_perm
+from tidemq.acl.address import address_matcher
+from tidemq.acl.file import load_acl_config
+from tidemq.broker.acl import AclService, validate
+from tidemq.broker.acl_rules import AclDenied, needed_resources
 from tidemq.remoting.acl_signature import sign_request
 from tidemq.remoting.codes import RequestCode
 from tidemq.remoting.command import RemotingCommand

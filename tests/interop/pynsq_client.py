@@ -11,6 +11,7 @@ subprocess. Contract (shared with interop/nsqjs/publish.js and consume.js):
   process waits until its FINs have left the socket, then disconnects.
 * ``--compression none|snappy|deflate`` asks nsqd for stream compression; not being granted it is an
   error, so a passing run proves the compressed path was used.
+* ``--auth-secret S`` makes pynsq AUTH with ``S`` when nsqd asks for it.
 * stdout carries JSON lines only, logs go to stderr. Exit codes: 0 success, 1 error (error frame,
   lost connection, bad arguments), 2 timeout, 3 compression requested but not granted.
 """
@@ -52,7 +53,13 @@ def emit(record: dict[str, Any]) -> None:
 
 
 def conn_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {"snappy": args.compression == "snappy", "deflate": args.compression == "deflate"}
+    options: dict[str, Any] = {
+        "snappy": args.compression == "snappy",
+        "deflate": args.compression == "deflate",
+    }
+    if args.auth_secret:
+        options["auth_secret"] = args.auth_secret  # sent as AUTH when nsqd answers auth_required
+    return options
 
 
 def check_identify(args: argparse.Namespace, outcome: Outcome, data: dict[str, Any]) -> None:
@@ -193,6 +200,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.add_argument("--timeout", type=float, default=30.0)
         p.add_argument("--count", type=int, default=0)
         p.add_argument("--verbose", action="store_true")
+        p.add_argument("--auth-secret", default="")
     pub = sub.choices["publish"]
     pub.add_argument("--nsqd-tcp-address", required=True)
     pub.add_argument("--mode", choices=("pub", "mpub"), default="pub")

@@ -1,4 +1,4 @@
-"""The plain ACL's permission rules (Java 4.9's Permission, PlainAccessResource and checkPerm).
+"""Which permission each RocketMQ request needs (Java 4.9's PlainAccessResource.parse and checkPerm).
 
 Pure functions over a request and an account, so they are tested without a broker. A group is a
 resource too, written as its retry topic (``%RETRY%group``) as Java does, which is how ``groupPerms``
@@ -7,21 +7,13 @@ and ``defaultGroupPerm`` apply to it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from tidemq.broker.acl_address import AddressMatcher, address_matcher
-from tidemq.broker.acl_file import AccountConfig
+from tidemq.acl import PUB, SUB, Account, check_permission
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.names import RETRY_PREFIX
-
-# Java's Permission bits.
-DENY = 1
-ANY = 1 << 1
-PUB = 1 << 2
-SUB = 1 << 3
 
 #: Codes only an admin account may send (Java's Permission.ADMIN_CODE; 25 is UPDATE_BROKER_CONFIG).
 ADMIN_CODES = frozenset(
@@ -39,19 +31,6 @@ class AclDenied(Exception):
     """A request the ACL refuses; the message is the remark, worded as Java's AclException."""
 
 
-def parse_perm(text: str) -> int:
-    """Java's parsePermFromString: anything unknown is DENY (the file loader refuses it earlier)."""
-    return {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB}.get(text.strip(), DENY)
-
-
-def check_permission(needed: int, owned: int) -> bool:
-    if owned & DENY:
-        return False
-    if needed & ANY:
-        return bool(owned & (PUB | SUB))
-    return bool(needed & owned)
-
-
 def group_resource(group: str) -> str:
     return RETRY_PREFIX + group
 
@@ -61,37 +40,6 @@ def describe(resource: str) -> str:
     if resource.startswith(RETRY_PREFIX):
         return f"group:{resource[len(RETRY_PREFIX) :]}"
     return f"topic:{resource}"
-
-
-@dataclass(slots=True)
-class Account:
-    access_key: str
-    secret_key: str
-    white_address: AddressMatcher
-    admin: bool
-    default_topic_perm: int
-    default_group_perm: int
-    #: topic or ``%RETRY%group`` -> permission bits
-    perms: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_config(cls, cfg: AccountConfig) -> Account:
-        perms = {}
-        for item in cfg.topic_perms:
-            name, _, perm = item.partition("=")
-            perms[name.strip()] = parse_perm(perm)
-        for item in cfg.group_perms:
-            name, _, perm = item.partition("=")
-            perms[group_resource(name.strip())] = parse_perm(perm)
-        return cls(
-            access_key=cfg.access_key,
-            secret_key=cfg.secret_key,
-            white_address=address_matcher(cfg.white_remote_address),
-            admin=cfg.admin,
-            default_topic_perm=parse_perm(cfg.default_topic_perm),
-            default_group_perm=parse_perm(cfg.default_group_perm),
-            perms=perms,
-        )
 
 
 def _add(needed: dict[str, int], resource: str | None, perm: int) -> None:
@@ -146,13 +94,16 @@ def check_account_perms(account: Account, code: int, needed: dict[str, int]) -> 
         raise AclDenied(
             f"Need admin permission for request code={code}, but accessKey={account.access_key} is not"
         )
-    if account.admin and not account.perms:
+    if account.unrestricted:
         return
     for resource, perm in needed.items():
-        owned = account.perms.get(resource)
-        if owned is None:
-            is_group = resource.startswith(RETRY_PREFIX)
-            owned = account.default_group_perm if is_group else account.default_topic_perm
+        if resource.startswith(RETRY_PREFIX):
+            # One map in Java: a topicPerms entry spelled as the retry topic counts, groupPerms first.
+            group = resource[len(RETRY_PREFIX) :]
+            fallback = account.topic_perms.get(resource, account.default_group_perm)
+            owned = account.group_perms.get(group, fallback)
+        else:
+            owned = account.topic_perm(resource)
         if not check_permission(perm, owned):
             # Java 4.9.8 words both cases (own entry, default) alike; the account is named here too.
             raise AclDenied(f"No default permission for {describe(resource)}, accessKey={account.access_key}")

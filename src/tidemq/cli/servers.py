@@ -12,9 +12,8 @@ from typing import Any
 
 import click
 
+from tidemq.acl import AclFileError, read_acl_file
 from tidemq.address import LOCALHOST, is_host_port
-from tidemq.broker.acl import read_acl_file
-from tidemq.broker.acl_file import AclFileError
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
 from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_config, option_group
 from tidemq.embedded import ServerPlan, serve
@@ -119,7 +118,8 @@ _broker_options = option_group(
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
         help="Java's plain_acl.yml: check every broker request's AccessKey, Signature and permissions "
-        "against it; reloaded when it changes.",
+        "against it (tidemq server: nsqd requires AUTH '<accessKey>:<secretKey>' against it too, unless "
+        "--auth-http-address is given); reloaded when it changes.",
     ),
 )
 
@@ -257,7 +257,9 @@ def register(main: click.Group) -> None:
         lookupd = LookupdConfig(
             listen, lookupd_tcp_port, lookupd_http_port, broadcast_address=nsqd.broadcast_address
         )
-        plan = ServerPlan(listen, namesrv_port, _broker_config(listen, [], opts), store)
+        broker = _broker_config(listen, [], opts)
+        nsqd.acl_file = broker.acl_file  # the same accounts guard AUTH on the NSQ side
+        plan = ServerPlan(listen, namesrv_port, broker, store)
         plan.nsqd = None if no_nsq else nsqd
         plan.lookupd = None if no_lookupd else lookupd
         run_plan(plan)

@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -28,6 +28,15 @@ PERMISSIONS = frozenset({"subscribe", "publish"})
 
 class AuthError(Exception):
     """The auth server could not be asked, or its answer makes no sense."""
+
+
+class Grant(Protocol):
+    """One authorization: what the auth server's JSON lists, or an account of the ACL file."""
+
+    @property
+    def permissions(self) -> frozenset[str]: ...
+
+    def allows(self, topic: str, channel: str) -> bool: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -49,7 +58,7 @@ class Authorization:
 class AuthState:
     identity: str = ""
     identity_url: str = ""
-    authorizations: list[Authorization] = field(default_factory=list)
+    authorizations: list[Grant] = field(default_factory=list)
     expires: float = 0.0
 
     @property
@@ -67,7 +76,7 @@ def parse_reply(data: Any) -> AuthState:
     ttl = data.get("ttl")
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
         raise AuthError(f"invalid TTL {ttl!r} (must be > 0)")
-    authorizations = []
+    authorizations: list[Grant] = []
     for item in data.get("authorizations") or []:
         if not isinstance(item, dict):
             raise AuthError("authorization is not a JSON object")
@@ -104,6 +113,17 @@ class Authenticator:
     def enabled(self) -> bool:
         return bool(self.addresses)
 
+    def exempt(self, ip: str) -> bool:
+        """Every peer AUTHs when an auth server is configured (nsqd's rule)."""
+        return False
+
+    def http_allowed(self, ip: str) -> bool:
+        """nsqd's HTTP API has no AUTH: open to everyone, as in nsqd."""
+        return True
+
+    def start(self) -> None:
+        """Nothing runs in the background: the auth server is asked on AUTH."""
+
     async def authenticate(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
         tls_flag = "true" if tls else "false"
         params = {"remote_ip": remote_ip, "tls": tls_flag, "secret": secret, "common_name": common_name}
@@ -133,6 +153,23 @@ class Authenticator:
             self._session = None
 
 
+class Authenticates(Protocol):
+    """What nsqd needs of an authenticator: the auth server's (``Authenticator``) or the ACL file's."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    def exempt(self, ip: str) -> bool: ...
+
+    def http_allowed(self, ip: str) -> bool: ...
+
+    async def authenticate(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState: ...
+
+    def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 #: Who is asking, as the auth server is told: remote IP, whether TLS is on, the client certificate's CN.
 Peer = Callable[[], tuple[str, bool, str]]
 
@@ -141,7 +178,7 @@ class AuthSession:
     """One connection's AUTH: the secret it sent and the auth server's answer, asked again once its TTL
     runs out. Every refusal is the protocol's error; why the auth server failed stays in our log."""
 
-    def __init__(self, authenticator: Authenticator, required: bool, peer: Peer) -> None:
+    def __init__(self, authenticator: Authenticates, required: bool, peer: Peer) -> None:
         self.authenticator = authenticator
         self.required = required
         self.peer = peer

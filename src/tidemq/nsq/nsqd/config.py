@@ -50,6 +50,8 @@ class NsqdConfig:
     max_channel_consumers: int = 0
     auth_http_addresses: list[str] = field(default_factory=list)
     auth_http_request_method: str = "get"
+    #: The plain ACL's accounts file: AUTH is required and checked against it (when no auth server is set).
+    acl_file: str | None = None
     http_client_connect_timeout_s: float = 2.0
     http_client_request_timeout_s: float = 5.0
     tls_cert: str = ""

@@ -111,6 +111,8 @@ class NsqConnection(BufferedReceiver):
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else ""
         self.client_id = self.hostname = peer[0] if peer else ""
+        if self.auth_session.required and self.nsqd.authenticator.exempt(self.remote_ip):
+            self.auth_session.required = False  # a global white address of the ACL file
         self.nsqd.connections.add(self)
         self._heartbeat = asyncio.ensure_future(self._heartbeats())
 
@@ -276,7 +278,7 @@ class NsqConnection(BufferedReceiver):
             if inline is None:
                 break
             verb, handler = inline
-            if verb.publish and self.nsqd.auth_required:
+            if verb.publish and self.auth_session.required:
                 break  # the permission check may wait for the auth server
             commands.popleft()
             try:
@@ -402,7 +404,7 @@ class NsqConnection(BufferedReceiver):
         if not n.feature_negotiation:
             self.send_response(OK)
             return
-        self.send_response(orjson.dumps(identify.response(n, self.nsqd.config, self.nsqd.auth_required)))
+        self.send_response(orjson.dumps(identify.response(n, self.nsqd.config, self.auth_session.required)))
         self._output.flush()  # the reply goes out in plain text, before any upgrade
         if n.tls_v1:
             await self._upgrade_tls()

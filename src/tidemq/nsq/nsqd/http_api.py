@@ -49,6 +49,18 @@ async def nsq_errors(request: web.Request, handler: Handler) -> web.StreamRespon
         return error_response(500, "INTERNAL_ERROR")
 
 
+@web.middleware
+async def acl_guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """With the ACL file on, the HTTP API (which has no AUTH) changes nothing for peers off the global
+    white list: reads stay open, writes get 403 (docs/protocols/nsq-nsqd.md#auth-from-the-acl-file)."""
+    if request.method not in ("GET", "HEAD") and not _nsqd(request).authenticator.http_allowed(
+        request.remote or ""
+    ):
+        log.warning("nsqd http: refused %s %s from %s (acl)", request.method, request.path, request.remote)
+        return error_response(403, "FORBIDDEN")
+    return await handler(request)
+
+
 def _nsqd(request: web.Request) -> Nsqd:
     return request.app[NSQD_KEY]
 
@@ -298,7 +310,7 @@ async def config_put(request: web.Request) -> web.Response:
 def make_app(nsqd: Nsqd) -> web.Application:
     cfg = nsqd.config
     app = web.Application(
-        middlewares=[nsq_errors], client_max_size=max(cfg.max_body_size, cfg.max_msg_size) + 1
+        middlewares=[nsq_errors, acl_guard], client_max_size=max(cfg.max_body_size, cfg.max_msg_size) + 1
     )
     app[NSQD_KEY] = nsqd
     routes = [

@@ -19,7 +19,8 @@ from typing import Any
 from aiohttp import web
 
 from tidemq.aio import cancel_and_wait
-from tidemq.nsq.nsqd.auth import Authenticator
+from tidemq.nsq.nsqd.acl_auth import AccountsAuthenticator
+from tidemq.nsq.nsqd.auth import Authenticates, Authenticator
 from tidemq.nsq.nsqd.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
 from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS, NsqdConfig
 from tidemq.nsq.nsqd.connection import NsqConnection
@@ -49,12 +50,15 @@ class Nsqd:
         self.health_error = ""
         self.log_level = "info"
         self.ssl_context = _ssl_context(config)
-        self.authenticator = Authenticator(
+        self.authenticator: Authenticates = Authenticator(
             config.auth_http_addresses,
             config.auth_http_request_method,
             config.http_client_connect_timeout_s,
             config.http_client_request_timeout_s,
         )
+        if config.acl_file and not config.auth_http_addresses:
+            # An auth server, when given, wins: it is the more specific choice for the NSQ side.
+            self.authenticator = AccountsAuthenticator(Path(config.acl_file))
         self._meta_path = Path(store.config.data_dir) / "nsq" / "nsqd.json"
         self._state_file = JsonSnapshots(self._meta_path)
         percentiles = tuple(config.e2e_processing_latency_percentiles)
@@ -307,6 +311,7 @@ class Nsqd:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self.authenticator.start()
         self._server = await loop.create_server(
             lambda: NsqConnection(self), self.config.tcp_host, self.config.tcp_port, reuse_address=True
         )

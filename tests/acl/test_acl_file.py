@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tidemq.broker.acl_file import AclFileError, load_acl_config, parse_yaml_subset
+from tidemq.acl.file import AclFileError, load_acl_config, parse_yaml_subset
 
 JAVA_SAMPLE = """\
 # plain_acl.yml as Apache RocketMQ ships it (4.x)

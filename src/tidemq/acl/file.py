@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tidemq.broker.acl_address import address_matcher
+from tidemq.acl.address import address_matcher
 
 YamlValue = str | None | list["YamlValue"] | dict[str, "YamlValue"]
 
