@@ -3,7 +3,8 @@
 It owns the commit log of stored-layout records, the per-queue consume queues, the key index, the
 dispatch checkpoint and recovery, retention, and ``documents``: named durable JSON documents a front-end
 keeps its own metadata in (the broker's topic and offset tables, nsqd's topic and channel state), and
-``TimeIndex``: a durable index of record references by due time, for front-ends that deliver later.
+``TimeIndex``: a durable index of record references by due time, for front-ends that deliver later, and
+``PopStore``: pop-style consumption state (in flight, invisible until, receipt handles) per group and queue.
 
 It knows nothing of sockets or protocols and imports no front-end (``broker/``, ``nsq/``, ``namesrv/``,
 ``client/``): only the stored record layout and ``aio``.
@@ -11,6 +12,7 @@ It knows nothing of sockets or protocols and imports no front-end (``broker/``, 
 
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.message_store import GetResult, GetStatus, MessageStore, PutResult, StoreError
+from tidemq.store.pop import PopStore
 from tidemq.store.timer_index import TimeIndex
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "GetResult",
     "GetStatus",
     "MessageStore",
+    "PopStore",
     "PutResult",
     "StoreConfig",
     "StoreError",
