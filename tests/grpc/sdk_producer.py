@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from rocketmq import ClientConfiguration, Credentials, Message, Producer  # type: ignore[import-untyped]
+from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
 
 def main() -> None:
