@@ -10,7 +10,7 @@ ALIONS_STAMP := $(ALIONS)/node_modules/.installed
 NSQJS := interop/nsqjs
 NSQJS_STAMP := $(NSQJS)/node_modules/.installed
 
-.PHONY: quickstart test lint typecheck pytest bench clean java maven rocketmq-jars
+.PHONY: quickstart test lint typecheck pytest bench clean java maven rocketmq-jars grpc-protos
 
 quickstart: $(STAMP) java
 	$(PY) -m tidemq.demo
@@ -152,3 +152,12 @@ $(NSQ_STAMP): $(NSQ_GO)/go.mod $(NSQ_GO)/go.sum $(NSQ_GO)/main.go | golang
 		> $(CURDIR)/$(NSQ_BIN)/build.log 2>&1 || { \
 		echo "cannot build nsqd/nsqlookupd v1.3.0 and $(NSQ_GO): $$(tail -n1 $(CURDIR)/$(NSQ_BIN)/build.log)"; exit 1; }
 	@touch $@
+
+# The gRPC front-end's Python modules, generated from src/tidemq/grpc/proto/*.proto by the grpcio-tools pinned
+# in the dev extra and committed; tests/grpc/test_protos.py regenerates them into a temp dir to catch drift.
+GRPC_OUT ?= src
+GRPC_PROTOS := src/tidemq/grpc/proto/definition.proto src/tidemq/grpc/proto/service.proto
+
+grpc-protos: $(STAMP)
+	$(PY) -m grpc_tools.protoc -I src --python_out=$(GRPC_OUT) --pyi_out=$(GRPC_OUT) \
+		--grpc_python_out=$(GRPC_OUT) $(GRPC_PROTOS)

@@ -56,6 +56,7 @@ class ServerProcess:
         self.nsqd_http_port = free_port()
         self.lookupd_tcp_port = free_port()
         self.lookupd_http_port = free_port()
+        self.grpc_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-{command}.log"
 
@@ -80,6 +81,11 @@ class ServerProcess:
         return f"127.0.0.1:{self.lookupd_http_port}"
 
     @property
+    def grpc(self) -> str:
+        """The RocketMQ 5.x gRPC endpoint (``tidemq server`` only)."""
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
     def broker(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
@@ -93,6 +99,7 @@ class ServerProcess:
             args += ["--nsqd-tcp-port", str(self.nsqd_port), "--nsqd-http-port", str(self.nsqd_http_port)]
             args += ["--lookupd-tcp-port", str(self.lookupd_tcp_port)]
             args += ["--lookupd-http-port", str(self.lookupd_http_port)]
+            args += ["--grpc-port", str(self.grpc_port)]
         if self.command == "nsqd":
             args += [
                 "--tcp-address",

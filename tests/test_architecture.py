@@ -90,6 +90,20 @@ RULES = (
         why="nsqd is a front-end of its own on the store, sharing nothing with the RocketMQ side",
     ),
     Rule(
+        "tidemq.grpc",
+        forbids=(
+            "tidemq.broker.processors",
+            "tidemq.remoting.transport",
+            "tidemq.nsq",
+            "tidemq.client",
+            "tidemq.namesrv",
+            "tidemq.spark",
+            "tidemq.cli",
+        ),
+        why="the gRPC front-end is the proxy in local mode: the broker's core services, not its remoting "
+        "request handlers or transport",
+    ),
+    Rule(
         "tidemq.nsq.client",
         forbids=("tidemq.nsq.nsqd", "tidemq.store"),
         why="the NSQ client speaks only the wire protocol",

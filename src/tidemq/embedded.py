@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
+from tidemq.grpc.server import GrpcConfig, GrpcServer
 from tidemq.namesrv import NameServer
 from tidemq.nsq.lookupd import LookupdConfig, Nsqlookupd
 from tidemq.nsq.nsqd.config import NsqdConfig
@@ -30,6 +31,7 @@ class ServerPlan:
     store: StoreConfig | None = None
     nsqd: NsqdConfig | None = None
     lookupd: LookupdConfig | None = None
+    grpc: GrpcConfig | None = None  # the RocketMQ 5.x gRPC endpoint over the broker
     on_ready: Callable[[list[str]], None] | None = None
 
 
@@ -44,6 +46,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     broker: Broker | None = None
     nsqd: Nsqd | None = None
     lookupd: Nsqlookupd | None = None
+    grpc_server: GrpcServer | None = None
     own_store: MessageStore | None = None
     ready: list[str] = []
     try:
@@ -58,6 +61,12 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             broker = Broker(plan.broker, plan.store)
             await broker.start()
             ready.append(f"broker {plan.broker.broker_name} {plan.broker.advertised_addr}")
+            if plan.grpc is not None:
+                grpc_server = GrpcServer(plan.grpc, broker)
+                await grpc_server.start()
+                ready.append(
+                    f"grpc {plan.grpc.host}:{grpc_server.port}" + (" tls" if grpc_server.tls else "")
+                )
         if plan.lookupd is not None:
             lookupd = Nsqlookupd(plan.lookupd)
             await lookupd.start()
@@ -85,6 +94,8 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             await nsqd.close()
         if lookupd is not None:
             await lookupd.close()
+        if grpc_server is not None:
+            await grpc_server.close()
         if own_store is not None:
             await own_store.close()
         if broker is not None:

@@ -17,6 +17,7 @@ from tidemq.address import LOCALHOST, is_host_port
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
 from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_config, option_group
 from tidemq.embedded import ServerPlan, serve
+from tidemq.grpc.server import GrpcConfig
 from tidemq.nsq.lookupd import LookupdConfig
 from tidemq.store import FlushMode, StoreConfig, StoreError
 
@@ -196,6 +197,8 @@ def _ports(plan: ServerPlan) -> str:
         parts.append(f"nsqd {plan.nsqd.tcp_host}:{plan.nsqd.tcp_port} http {plan.nsqd.http_port}")
     if plan.lookupd is not None:
         parts.append(f"nsqlookupd {plan.lookupd.host}:{plan.lookupd.tcp_port} http {plan.lookupd.http_port}")
+    if plan.grpc is not None:
+        parts.append(f"grpc {plan.grpc.host}:{plan.grpc.port}")
     return ", ".join(parts)
 
 
@@ -232,6 +235,26 @@ def register(main: click.Group) -> None:
     @click.option("--lookupd-http-port", type=click.IntRange(0, 65535), default=4161, show_default=True)
     @click.option("--no-nsq", is_flag=True, help="Do not serve the NSQ protocol (nsqd).")
     @click.option("--no-lookupd", is_flag=True, help="Do not serve nsqlookupd.")
+    @click.option(
+        "--grpc-port",
+        type=click.IntRange(0, 65535),
+        default=8081,
+        show_default=True,
+        help="RocketMQ 5.x gRPC endpoint (apache.rocketmq.v2.MessagingService) for the 5.x SDKs.",
+    )
+    @click.option("--no-grpc", is_flag=True, help="Do not serve the RocketMQ 5.x gRPC endpoint.")
+    @click.option(
+        "--grpc-tls-cert",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        default=None,
+        help="PEM certificate chain: serve gRPC over TLS (with --grpc-tls-key).",
+    )
+    @click.option(
+        "--grpc-tls-key",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        default=None,
+        help="PEM private key of --grpc-tls-cert.",
+    )
     @nsq_options
     def server(
         listen: str,
@@ -246,9 +269,13 @@ def register(main: click.Group) -> None:
         lookupd_http_port: int,
         no_nsq: bool,
         no_lookupd: bool,
+        grpc_port: int,
+        no_grpc: bool,
+        grpc_tls_cert: Path | None,
+        grpc_tls_key: Path | None,
         **opts: Any,
     ) -> None:
-        """Run a name server, a broker, an nsqd and an nsqlookupd over one store.
+        """Run a name server, a broker, an nsqd, an nsqlookupd and the gRPC endpoint over one store.
 
         Runs in the foreground; Ctrl-C stops it cleanly. The nsqd registers with the nsqlookupd.
         """
@@ -262,6 +289,12 @@ def register(main: click.Group) -> None:
         plan = ServerPlan(listen, namesrv_port, broker, store)
         plan.nsqd = None if no_nsq else nsqd
         plan.lookupd = None if no_lookupd else lookupd
+        if (grpc_tls_cert is None) != (grpc_tls_key is None):
+            raise click.BadParameter(
+                "give both --grpc-tls-cert and --grpc-tls-key", param_hint="--grpc-tls-key"
+            )
+        if not no_grpc:
+            plan.grpc = GrpcConfig(listen, grpc_port, grpc_tls_cert, grpc_tls_key)
         run_plan(plan)
 
     @main.command()

@@ -1,0 +1,336 @@
+"""The MessagingService RPCs of the producer side: QueryRoute, Heartbeat, Telemetry, SendMessage,
+QueryAssignment, NotifyClientTermination (and EndTransaction, answered NOT_IMPLEMENTED for now).
+
+Each RPC answers gRPC OK with an ``apache.rocketmq.v2.Status`` inside, as Java's proxy does; the consumer
+RPCs (ReceiveMessage, AckMessage, ChangeInvisibleDuration, ...) are not served yet and fail with gRPC
+UNIMPLEMENTED. See docs/protocols/rocketmq-grpc.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import random
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+import grpc
+from google.protobuf.message import Message as ProtoMessage
+
+from tidemq.broker.timers import MESSAGES_QUEUE, TimerRejected
+from tidemq.broker.topics import NOT_SENDABLE, is_system_topic, name_problem
+from tidemq.grpc.convert import check_message, queue_for_group, stored_shape
+from tidemq.grpc.proto import definition_pb2 as pb
+from tidemq.grpc.proto import service_pb2 as spb
+from tidemq.grpc.proto import service_pb2_grpc as spb_grpc
+from tidemq.grpc.routes import answer_endpoints, assignments, broker_of, route_queues
+from tidemq.grpc.settings import GroupSettings, ServerSettings, merged_settings
+from tidemq.grpc.status import Code, GrpcStatusError, error_status, ok, status
+from tidemq.record import LOOPBACK_HOST, MessageDecodeError, Prop, pack_host
+from tidemq.remoting.names import TIMER_TOPIC
+from tidemq.store import FlushMode, StoreError
+from tidemq.store.message_store import AppendRequest
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+    from tidemq.broker.metadata import TopicConfig
+
+log = logging.getLogger(__name__)
+
+CLIENT_ID_KEY = "x-mq-client-id"
+R = TypeVar("R", bound=ProtoMessage)
+
+
+def client_id(context: grpc.aio.ServicerContext[object, object]) -> str:
+    """The ``x-mq-client-id`` header every SDK call carries (CLIENT_ID_REQUIRED without it)."""
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID_KEY and isinstance(value, str) and value:
+            return value
+    raise GrpcStatusError(Code.CLIENT_ID_REQUIRED, "rpc metadata has no client id")
+
+
+def born_host(peer: str) -> bytes:
+    """The sender's address in stored layout from grpc's ``ipv4:1.2.3.4:5`` / ``ipv6:[::1]:5`` peer."""
+    _, _, address = peer.partition(":")
+    host, _, port = address.rpartition(":")
+    try:
+        packed, is_v6 = pack_host(host.strip("[]"), int(port))
+    except ValueError:
+        return LOOPBACK_HOST
+    return LOOPBACK_HOST if is_v6 else packed  # the record's v4 layout; a v6 born host needs its sys flag
+
+
+def check_topic(name: str) -> None:
+    """GrpcValidator.validateTopic: ILLEGAL_TOPIC for a bad name or a system topic."""
+    problem = name_problem(name)
+    if problem:
+        raise GrpcStatusError(Code.ILLEGAL_TOPIC, problem)
+    if is_system_topic(name) or name in NOT_SENDABLE:
+        raise GrpcStatusError(Code.ILLEGAL_TOPIC, "cannot access system topic")
+
+
+def check_group(name: str) -> None:
+    problem = name_problem(name, "group")
+    if problem:
+        raise GrpcStatusError(Code.ILLEGAL_CONSUMER_GROUP, problem)
+
+
+class MessagingService(spb_grpc.MessagingServiceServicer):
+    """The RPCs over one broker; ``port`` is this listener's, answered in routes."""
+
+    def __init__(self, broker: Broker, host: str, port: int = 0) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.server_settings = ServerSettings(max_message_size=broker.config.max_message_size)
+        #: Each client's last Telemetry settings, by client id (what Heartbeat reads its type from).
+        self.client_settings: dict[str, pb.Settings] = {}
+
+    # --- helpers ----------------------------------------------------------------------------------------
+
+    async def _answer(
+        self, name: str, make: Callable[[pb.Status], R], run: Callable[[], Awaitable[R] | R]
+    ) -> R:
+        """Run a handler; a refusal or a failure becomes the response's status (and a log line)."""
+        try:
+            result = run()
+            return await result if isinstance(result, Awaitable) else result
+        except GrpcStatusError as exc:
+            log.info("%s refused: %s %s", name, pb.Code.Name(exc.code), exc.message)
+            return make(error_status(exc))
+        except Exception as exc:
+            log.exception("%s failed", name)
+            return make(status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    def _topic(self, name: str) -> TopicConfig:
+        check_topic(name)
+        config = self.broker.topics.get(name)
+        if config is None:
+            raise GrpcStatusError(Code.TOPIC_NOT_FOUND, f"topic {name} not exist")
+        return config
+
+    def _broker(self, requested: pb.Endpoints) -> pb.Broker:
+        endpoints = answer_endpoints(requested, self.host, self.port)
+        return broker_of(self.broker.config.broker_name, endpoints)
+
+    def _group_settings(self, group: str) -> GroupSettings:
+        config = self.broker.groups.get(group)
+        return GroupSettings(retry_max_times=config.retry_max_times) if config else GroupSettings()
+
+    # --- route and assignment -----------------------------------------------------------------------------
+
+    async def QueryRoute(
+        self, request: spb.QueryRouteRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.QueryRouteResponse:
+        def run() -> spb.QueryRouteResponse:
+            client_id(context)
+            config = self._topic(request.topic.name)
+            queues = route_queues(
+                request.topic,
+                config.perm,
+                config.read_queue_nums,
+                config.write_queue_nums,
+                self._broker(request.endpoints),
+            )
+            return spb.QueryRouteResponse(status=ok(), message_queues=queues)
+
+        return await self._answer("QueryRoute", lambda s: spb.QueryRouteResponse(status=s), run)
+
+    async def QueryAssignment(
+        self, request: spb.QueryAssignmentRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.QueryAssignmentResponse:
+        def run() -> spb.QueryAssignmentResponse:
+            client_id(context)
+            check_topic(request.topic.name)
+            check_group(request.group.name)
+            config = self._topic(request.topic.name)
+            found = assignments(
+                request.topic,
+                config.perm,
+                config.read_queue_nums,
+                self._broker(request.endpoints),
+                self._group_settings(request.group.name).fifo,
+            )
+            if not found:
+                return spb.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
+            return spb.QueryAssignmentResponse(status=ok(), assignments=found)
+
+        return await self._answer("QueryAssignment", lambda s: spb.QueryAssignmentResponse(status=s), run)
+
+    # --- client lifecycle ---------------------------------------------------------------------------------
+
+    async def Heartbeat(
+        self, request: spb.HeartbeatRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.HeartbeatResponse:
+        def run() -> spb.HeartbeatResponse:
+            settings = self.client_settings.get(client_id(context))
+            if settings is None:
+                return spb.HeartbeatResponse(
+                    status=status(
+                        Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"
+                    )
+                )
+            kind = settings.client_type
+            if kind == pb.PRODUCER:
+                return spb.HeartbeatResponse(status=ok())
+            if kind in (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER):
+                check_group(request.group.name)
+                return spb.HeartbeatResponse(status=ok())
+            return spb.HeartbeatResponse(
+                status=status(Code.UNRECOGNIZED_CLIENT_TYPE, pb.ClientType.Name(kind))
+            )
+
+        return await self._answer("Heartbeat", lambda s: spb.HeartbeatResponse(status=s), run)
+
+    async def NotifyClientTermination(
+        self, request: spb.NotifyClientTerminationRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.NotifyClientTerminationResponse:
+        def run() -> spb.NotifyClientTerminationResponse:
+            self.client_settings.pop(client_id(context), None)
+            return spb.NotifyClientTerminationResponse(status=ok())
+
+        return await self._answer(
+            "NotifyClientTermination", lambda s: spb.NotifyClientTerminationResponse(status=s), run
+        )
+
+    def settings_answer(self, cid: str, command: pb.Settings) -> spb.TelemetryCommand:
+        """Record a client's settings and answer them with the server's (ClientActivity)."""
+        try:
+            if command.client_type == pb.CLIENT_TYPE_UNSPECIFIED:
+                raise GrpcStatusError(Code.UNRECOGNIZED_CLIENT_TYPE, "client type is not specified")
+            group = None
+            if command.HasField("subscription"):
+                check_group(command.subscription.group.name)
+                for entry in command.subscription.subscriptions:
+                    check_topic(entry.topic.name)
+                group = self._group_settings(command.subscription.group.name)
+            elif command.HasField("publishing"):
+                for topic in command.publishing.topics:
+                    check_topic(topic.name)
+        except GrpcStatusError as exc:
+            log.info("Telemetry settings of %s refused: %s", cid, exc.message)
+            return spb.TelemetryCommand(status=error_status(exc))
+        self.client_settings[cid] = command
+        merged = merged_settings(command, self.server_settings, group)
+        return spb.TelemetryCommand(status=ok(), settings=merged)
+
+    async def Telemetry(
+        self,
+        request_iterator: AsyncIterator[spb.TelemetryCommand],
+        context: grpc.aio.ServicerContext[object, object],
+    ) -> AsyncIterator[spb.TelemetryCommand]:
+        try:
+            cid = client_id(context)
+        except GrpcStatusError as exc:
+            yield spb.TelemetryCommand(status=error_status(exc))
+            return
+        async for command in request_iterator:
+            if command.HasField("settings"):
+                yield self.settings_answer(cid, command.settings)
+            # Thread stack traces and verify-message results answer server commands tidemq never sends.
+
+    # --- sending ------------------------------------------------------------------------------------------
+
+    async def SendMessage(
+        self, request: spb.SendMessageRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.SendMessageResponse:
+        return await self._answer(
+            "SendMessage",
+            lambda s: spb.SendMessageResponse(status=s),
+            lambda: self._send(request, context),
+        )
+
+    async def _send(
+        self, request: spb.SendMessageRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.SendMessageResponse:
+        client_id(context)
+        if not request.messages:
+            raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "no message to send")
+        topic_res = request.messages[0].topic
+        if any(m.topic != topic_res for m in request.messages):
+            raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        config = self._topic(topic_res.name)
+        if not self.broker.config.writable or not config.writable:
+            raise GrpcStatusError(Code.FORBIDDEN, f"the topic[{topic_res.name}] sending message is forbidden")
+        for msg in request.messages:
+            check_message(msg, self.server_settings.max_message_size)
+            if msg.system_properties.message_type == pb.TRANSACTION:
+                raise GrpcStatusError(
+                    Code.NOT_IMPLEMENTED, "transaction messages are not served over gRPC yet"
+                )
+        first_group = request.messages[0].system_properties.message_group
+        if len(request.messages) == 1 and first_group:
+            queue_id = queue_for_group(first_group, config.write_queue_nums)
+        else:
+            queue_id = random.randrange(config.write_queue_nums)
+        host = born_host(context.peer() or "")
+        appends = [self._append(msg, topic_res.name, queue_id, host) for msg in request.messages]
+        try:
+            result = self.broker.store.put(appends)
+        except StoreError as exc:
+            raise GrpcStatusError(Code.INTERNAL_SERVER_ERROR, f"service not available now: {exc}") from None
+        self.broker.stats["put"] += len(result.commit_log_offsets)
+        entry_status = ok()
+        if self.broker.store.config.flush_mode is FlushMode.SYNC:
+            try:
+                await self.broker.store.wait_durable(result.end_offset)
+            except StoreError:
+                entry_status = status(
+                    Code.MASTER_PERSISTENCE_TIMEOUT, "send message failed, sendStatus=FLUSH_DISK_TIMEOUT"
+                )
+        entries = [
+            spb.SendResultEntry(
+                status=entry_status, message_id=msg.system_properties.message_id, offset=offset
+            )
+            if entry_status.code == Code.OK
+            else spb.SendResultEntry(status=entry_status)
+            for msg, offset in zip(request.messages, result.queue_offsets, strict=True)
+        ]
+        return spb.SendMessageResponse(
+            status=status(entry_status.code, entry_status.message), entries=entries
+        )
+
+    def _append(self, msg: pb.Message, topic: str, queue_id: int, host: bytes) -> AppendRequest:
+        """One message as a stored record; a future delivery time goes through the broker's timer."""
+        shape = stored_shape(msg, topic)
+        props = shape.properties
+        try:
+            timer = self.broker.timers.plan(props, topic)
+        except TimerRejected as exc:
+            raise GrpcStatusError(Code.ILLEGAL_DELIVERY_TIME, str(exc)) from None
+        stored_topic, stored_qid = topic, queue_id
+        if timer is not None:
+            props[Prop.REAL_TOPIC], props[Prop.REAL_QID] = topic, str(queue_id)
+            stored_topic, stored_qid = TIMER_TOPIC, MESSAGES_QUEUE
+        body = bytes(msg.body)
+        if msg.system_properties.body_encoding == pb.GZIP:
+            # Stored plain: a remoting consumer inflates a COMPRESSED body as zlib, not gzip.
+            try:
+                body = gzip.decompress(body)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise GrpcStatusError(Code.MESSAGE_CORRUPTED, f"body is not gzip: {exc}") from None
+        try:
+            request = self.broker.make_append(
+                topic=stored_topic,
+                queue_id=stored_qid,
+                body=body,
+                flag=0,
+                properties=props,
+                sys_flag=0,
+                born_timestamp=shape.born_timestamp,
+                born_host=host,
+                reconsume_times=msg.system_properties.delivery_attempt,
+            )
+        except MessageDecodeError as exc:
+            raise GrpcStatusError(Code.MESSAGE_CORRUPTED, str(exc)) from None
+        if timer is not None:
+            request.tags_code = timer.due_ms
+        return request
+
+    async def EndTransaction(
+        self, request: spb.EndTransactionRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.EndTransactionResponse:
+        return spb.EndTransactionResponse(
+            status=status(Code.NOT_IMPLEMENTED, "transaction messages are not served over gRPC yet")
+        )
