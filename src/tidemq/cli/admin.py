@@ -10,7 +10,14 @@ from typing import Any, TypeVar
 import click
 import orjson
 
-from tidemq.cli.common import format_option, message_record, namesrv_option, verbose_option
+from tidemq.cli.common import (
+    Credentials,
+    credentials_option,
+    format_option,
+    message_record,
+    namesrv_option,
+    verbose_option,
+)
 from tidemq.client.admin import Admin
 from tidemq.client.api import BrokerError
 from tidemq.client.instance import MQClientError
@@ -19,9 +26,9 @@ from tidemq.remoting.transport import RemotingError
 T = TypeVar("T")
 
 
-def _run(namesrv: str, job: Callable[[Admin], Awaitable[T]]) -> T:
+def _run(namesrv: str, credentials: Credentials, job: Callable[[Admin], Awaitable[T]]) -> T:
     async def go() -> T:
-        async with Admin(namesrv) as admin:
+        async with Admin(namesrv, credentials=credentials) as admin:
             return await job(admin)
 
     try:
@@ -44,30 +51,35 @@ def register(main: click.Group) -> None:
 
     @topic.command("create")
     @namesrv_option
+    @credentials_option
     @verbose_option
     @click.argument("name")
     @click.option("--queues", type=click.IntRange(1, 1024), default=4, show_default=True)
     @click.option("--cluster", default=None, help="Only the brokers of this cluster (default: every broker).")
-    def topic_create(namesrv: str, name: str, queues: int, cluster: str | None) -> None:
+    def topic_create(
+        namesrv: str, credentials: Credentials, name: str, queues: int, cluster: str | None
+    ) -> None:
         """Create (or update) a topic on every master broker."""
-        brokers = _run(namesrv, lambda a: a.create_topic(name, queues, cluster))
+        brokers = _run(namesrv, credentials, lambda a: a.create_topic(name, queues, cluster))
         click.echo(f"topic {name}: {queues} queues on {', '.join(brokers)}")
 
     @topic.command("list")
     @namesrv_option
+    @credentials_option
     @verbose_option
-    def topic_list(namesrv: str) -> None:
+    def topic_list(namesrv: str, credentials: Credentials) -> None:
         """Every topic the name server routes."""
-        for name in _run(namesrv, lambda a: a.topic_list()):
+        for name in _run(namesrv, credentials, lambda a: a.topic_list()):
             click.echo(name)
 
     @topic.command("route")
     @namesrv_option
+    @credentials_option
     @verbose_option
     @click.argument("name")
-    def topic_route(namesrv: str, name: str) -> None:
+    def topic_route(namesrv: str, credentials: Credentials, name: str) -> None:
         """The topic's route: brokers and their queue counts."""
-        route = _run(namesrv, lambda a: a.route(name))
+        route = _run(namesrv, credentials, lambda a: a.route(name))
         data = {
             "brokers": {
                 b.broker_name: {"cluster": b.cluster, "addrs": b.addrs} for b in route.brokers.values()
@@ -86,11 +98,12 @@ def register(main: click.Group) -> None:
 
     @topic.command("stats")
     @namesrv_option
+    @credentials_option
     @verbose_option
     @click.argument("name")
-    def topic_stats(namesrv: str, name: str) -> None:
+    def topic_stats(namesrv: str, credentials: Credentials, name: str) -> None:
         """Min and max offset of every queue."""
-        rows = _run(namesrv, lambda a: a.topic_stats(name))
+        rows = _run(namesrv, credentials, lambda a: a.topic_stats(name))
         _table(
             ["broker", "queue", "min", "max", "last update"],
             [
@@ -113,13 +126,16 @@ def register(main: click.Group) -> None:
 
     @group.command("progress")
     @namesrv_option
+    @credentials_option
     @verbose_option
     @click.argument("name")
     @click.option("--topic", default=None, help="Only this topic.")
     @format_option
-    def group_progress(namesrv: str, name: str, topic: str | None, fmt: str) -> None:
+    def group_progress(
+        namesrv: str, credentials: Credentials, name: str, topic: str | None, fmt: str
+    ) -> None:
         """Per queue: the broker's max offset, the group's committed offset, and the lag."""
-        progress = _run(namesrv, lambda a: a.group_progress(name, topic))
+        progress = _run(namesrv, credentials, lambda a: a.group_progress(name, topic))
         rows = [
             [t, p.broker_name, p.queue_id, p.broker_offset, p.consumer_offset, p.lag]
             for t, items in sorted(progress.items())
@@ -139,6 +155,7 @@ def register(main: click.Group) -> None:
 
     @message.command("get")
     @namesrv_option
+    @credentials_option
     @verbose_option
     @click.option(
         "--id",
@@ -147,14 +164,14 @@ def register(main: click.Group) -> None:
         help="The offset message id, or the unique key (the msg_id `tidemq produce` prints) with --topic.",
     )
     @click.option("--topic", default=None, help="Topic of the message; needed to look up a unique key.")
-    def message_get(namesrv: str, msg_id: str, topic: str | None) -> None:
+    def message_get(namesrv: str, credentials: Credentials, msg_id: str, topic: str | None) -> None:
         """Print one message, its body and properties, found by id (as mqadmin queryMsgById).
 
         An offset message id (broker address and commit-log offset, the offset_msg_id of `tidemq produce
         --format json`) is read from its broker directly. A unique key (the msg_id a producer prints) is
         looked up in the broker's index, which needs the topic.
         """
-        msg = _run(namesrv, lambda a: a.message_by_id(msg_id, topic))
+        msg = _run(namesrv, credentials, lambda a: a.message_by_id(msg_id, topic))
         click.echo(
             orjson.dumps(
                 message_record(msg) | {"properties": msg.properties}, option=orjson.OPT_INDENT_2
@@ -163,6 +180,7 @@ def register(main: click.Group) -> None:
 
     @message.command("query")
     @namesrv_option
+    @credentials_option
     @verbose_option
     @click.option("--topic", required=True, help="Topic to search.")
     @click.option("--key", required=True, help="A key the producer gave the message (KEYS).")
@@ -174,10 +192,10 @@ def register(main: click.Group) -> None:
         show_default=True,
         help="Print at most this many (a notice on stderr says when more matched).",
     )
-    def message_query(namesrv: str, topic: str, key: str, max_num: int) -> None:
+    def message_query(namesrv: str, credentials: Credentials, topic: str, key: str, max_num: int) -> None:
         """Print the messages of a topic with a key, one JSON object a line, in the order they were stored
         (as mqadmin queryMsgByKey)."""
-        found = _run(namesrv, lambda a: a.query(topic, key, max_num=max_num + 1))
+        found = _run(namesrv, credentials, lambda a: a.query(topic, key, max_num=max_num + 1))
         if not found:
             raise click.ClickException(f"no message with key {key!r} in {topic}")
         for msg in found[-max_num:]:  # brokers search their index newest first

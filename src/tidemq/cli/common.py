@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import os
 import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -68,6 +69,51 @@ namesrv_option = click.option(
     callback=_namesrv,
     help="Name server HOST:PORT (several separated by ';').",
 )
+#: Where the keys come from when no option gives them: tidemq's own name first, then the name RocketMQ
+#: applications and container images commonly export (Java's tools read the keys from conf/tools.yml,
+#: which has no environment form), so a shell already set up for a RocketMQ cluster works as it is.
+ACCESS_KEY_ENV = ("TIDEMQ_ACCESS_KEY", "ROCKETMQ_ACCESS_KEY")
+SECRET_KEY_ENV = ("TIDEMQ_SECRET_KEY", "ROCKETMQ_SECRET_KEY")
+Credentials = tuple[str, str] | None
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def credentials_option(command: F) -> F:
+    """``--access-key`` and ``--secret-key`` (a broker's plain ACL account), handed to the command as one
+    ``credentials`` argument: both or neither, since a signature needs the pair and half of it would
+    only fail later, at the broker, as a less clear NO_PERMISSION."""
+
+    @functools.wraps(command)
+    def with_credentials(*args: Any, access_key: str | None, secret_key: str | None, **kwargs: Any) -> Any:
+        if access_key and not secret_key:
+            raise click.BadParameter(
+                f"required with --access-key (or set {SECRET_KEY_ENV[0]})", param_hint="--secret-key"
+            )
+        if secret_key and not access_key:
+            raise click.BadParameter(
+                f"required with --secret-key (or set {ACCESS_KEY_ENV[0]})", param_hint="--access-key"
+            )
+        kwargs["credentials"] = (access_key, secret_key) if access_key and secret_key else None
+        return command(*args, **kwargs)
+
+    keys = click.option(
+        "--access-key",
+        envvar=list(ACCESS_KEY_ENV),
+        show_envvar=True,
+        default=None,
+        help="AccessKey of a plain-ACL account: every request is signed (with --secret-key).",
+    )(
+        click.option(
+            "--secret-key",
+            envvar=list(SECRET_KEY_ENV),
+            show_envvar=True,
+            default=None,
+            help="SecretKey of the --access-key account.",
+        )(with_credentials)
+    )
+    return keys  # type: ignore[return-value]
+
+
 format_option = click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )

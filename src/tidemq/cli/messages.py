@@ -17,8 +17,10 @@ import orjson
 
 from tidemq.cli.common import (
     SIGNALS_HELP,
+    Credentials,
     StopOnSignal,
     body_text,
+    credentials_option,
     discard_stdout,
     format_option,
     message_record,
@@ -35,10 +37,15 @@ from tidemq.client import (
     Producer,
     PushConsumer,
     SendResult,
+    api,
 )
+from tidemq.client.admin import Admin
+from tidemq.client.config import ClientConfig
 from tidemq.client.consumer.types import ConsumeContext
 from tidemq.client.producer import validate_topic
 from tidemq.record import MessageExt
+from tidemq.remoting.codes import ResponseCode
+from tidemq.remoting.route import MASTER_ID
 
 FROM_HELP = (
     "Where a group with no committed offset starts (a group with offsets resumes from them). "
@@ -66,6 +73,7 @@ def _timestamp(ctx: click.Context, param: click.Parameter, value: str | None) ->
 def register(main: click.Group) -> None:
     @main.command(epilog=SIGNALS_HELP.format(what="it reads no more input, waits for the sends under way"))
     @namesrv_option
+    @credentials_option
     @click.option("--topic", "-t", required=True)
     @click.option("--tag", default=None, help="Tag of every message.")
     @click.option(
@@ -128,6 +136,7 @@ def register(main: click.Group) -> None:
 
     @main.command(epilog=SIGNALS_HELP.format(what="it commits what it printed"))
     @namesrv_option
+    @credentials_option
     @click.option("--topic", "-t", required=True)
     @click.option("--group", "-g", required=True)
     @click.option(
@@ -259,6 +268,7 @@ class _Outcome:
 
 async def _produce(
     namesrv: str,
+    credentials: Credentials,
     topic: str,
     tag: str | None,
     keys: str | None,
@@ -282,7 +292,8 @@ async def _produce(
             yield body
 
     started = time.monotonic()
-    async with Producer(group, namesrv) as producer:
+    config = ClientConfig(namesrv_addr=namesrv, credentials=credentials)
+    async with Producer(group, config=config) as producer:
         with (
             click.progressbar(length=count, label="sending", file=sys.stderr)
             if count and fmt == "text" and sys.stderr.isatty()
@@ -326,8 +337,33 @@ class _nullbar:
         return None
 
 
+async def _check_pull_permission(
+    namesrv: str, credentials: Credentials, topic: str, group: str, expression: str
+) -> None:
+    """A push consumer whose heartbeats and pulls are refused logs it and keeps trying, as Java's does,
+    so the command would only print nothing. One pull per master broker, signed and subscribed as the
+    consumer's will be, turns an ACL refusal into an error first; anything else is the consumer's
+    business (a topic not created yet, say)."""
+    async with Admin(namesrv, credentials=credentials) as admin:
+        route = await admin.instance.update_route(topic)
+        if route is None:
+            return
+        first = {mq.broker_name: mq for mq in reversed(route.subscribe_queues(topic))}
+        for name, mq in sorted(first.items()):
+            addr = route.brokers[name].addrs.get(MASTER_ID) if name in route.brokers else None
+            if addr is None:
+                continue
+            header = api.pull_header(group, topic, mq.queue_id, 0, max_nums=1, expression=expression)
+            try:
+                await api.pull_answer(await admin.instance.connection(addr), header, 5.0)
+            except api.BrokerError as exc:
+                if exc.code == ResponseCode.NO_PERMISSION:
+                    raise MQClientError(f"broker {name} refused to let {group} read {topic}: {exc}") from None
+
+
 async def _consume(
     namesrv: str,
+    credentials: Credentials,
     topic: str,
     group: str,
     expression: str,
@@ -344,9 +380,10 @@ async def _consume(
         "first": ConsumeFromWhere.FIRST_OFFSET,
         "timestamp": ConsumeFromWhere.TIMESTAMP,
     }[from_where]
+    await _check_pull_permission(namesrv, credentials, topic, group, expression)
     consumer = PushConsumer(
         group,
-        namesrv,
+        config=ClientConfig(namesrv_addr=namesrv, credentials=credentials),
         consume_from_where=where,
         consume_timestamp=timestamp,
         message_model=MessageModel.BROADCASTING if broadcast else MessageModel.CLUSTERING,

@@ -35,8 +35,9 @@ class BrokerUnavailableError(RuntimeError):
 class Cluster:
     """Connections to a name server and the brokers it names, with their own event loop."""
 
-    def __init__(self, namesrv: str) -> None:
+    def __init__(self, namesrv: str, credentials: tuple[str, str] | None = None) -> None:
         self.namesrv = namesrv
+        self.credentials = credentials
         self._loop: asyncio.AbstractEventLoop | None = None
         self._instance: ClientInstance | None = None
         self._queues: dict[str, tuple[float, dict[QueueRef, str]]] = {}
@@ -60,7 +61,11 @@ class Cluster:
 
         async def call() -> T:
             if self._instance is None:
-                config = ClientConfig(namesrv_addr=self.namesrv, instance_name=f"spark-{os.getpid()}")
+                config = ClientConfig(
+                    namesrv_addr=self.namesrv,
+                    instance_name=f"spark-{os.getpid()}",
+                    credentials=self.credentials,
+                )
                 self._instance = ClientInstance(config)
             try:
                 return await job(self._instance)
@@ -143,11 +148,17 @@ class Cluster:
         self._run(job)
 
 
-def snapshot(namesrv: str, topics: Iterable[str], *, want_min: bool = True) -> Snapshot:
-    with Cluster(namesrv) as cluster:
+def snapshot(
+    namesrv: str,
+    topics: Iterable[str],
+    *,
+    want_min: bool = True,
+    credentials: tuple[str, str] | None = None,
+) -> Snapshot:
+    with Cluster(namesrv, credentials) as cluster:
         return cluster.snapshot(topics, want_min=want_min)
 
 
-def check_namesrv(namesrv: str) -> None:
-    with Cluster(namesrv) as cluster:
+def check_namesrv(namesrv: str, credentials: tuple[str, str] | None = None) -> None:
+    with Cluster(namesrv, credentials) as cluster:
         cluster.check_namesrv()

@@ -14,6 +14,8 @@ from typing import Literal
 
 import orjson
 
+from tidemq.filter import SQL92, TAG, SqlParseError, compile_sql
+
 log = logging.getLogger(__name__)
 
 #: JSON offset values with a special meaning, as in Spark's Kafka source.
@@ -34,8 +36,11 @@ READ_OPTIONS = {
     "tags",
     "pullbatchsize",
     "consumergroup",
+    "sql",
+    "accesskey",
+    "secretkey",
 }
-WRITE_OPTIONS = {"namesrv", "topic", "producergroup", "batchsize"}
+WRITE_OPTIONS = {"namesrv", "topic", "producergroup", "batchsize", "accesskey", "secretkey"}
 #: Options Spark itself adds or that belong to the engine, not to this source.
 _ENGINE_OPTIONS = {"path", "checkpointlocation", "queryname"}
 
@@ -70,6 +75,20 @@ class ReadOptions:
     tag_set: frozenset[str] = field(default_factory=frozenset)
     pull_batch_size: int = 32
     consumer_group: str | None = None
+    #: An SQL92 expression over message properties, evaluated by the broker (MessageSelector.bySql).
+    sql: str | None = None
+    #: (accessKey, secretKey): every request to the name server and brokers is signed (plain ACL).
+    credentials: tuple[str, str] | None = None
+
+    @property
+    def filtered(self) -> bool:
+        """Whether answers may skip offsets: a filtered pull returns only the matching messages."""
+        return bool(self.tag_set) or self.sql is not None
+
+    @property
+    def subscription(self) -> tuple[str, str]:
+        """The expression and its type as PULL_MESSAGE posts them."""
+        return (self.sql, SQL92) if self.sql is not None else (self.tags, TAG)
 
     @property
     def pull_group(self) -> str:
@@ -83,6 +102,7 @@ class WriteOptions:
     topic: str | None
     producer_group: str = "tidemq-spark-writer"
     batch_size: int = 128
+    credentials: tuple[str, str] | None = None
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -148,6 +168,28 @@ def parse_tags(raw: str | None) -> tuple[str, frozenset[str]]:
     if any(not t or not _TAG.match(t) or t == "*" for t in tags):
         raise OptionError(f"tags: {raw!r} is not a tag expression ('*' or 'tagA || tagB')")
     return " || ".join(tags), frozenset(tags)
+
+
+def parse_sql(raw: str | None) -> str | None:
+    """An SQL92 expression, compiled here so a malformed one fails the query before any pull."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        compile_sql(raw.strip())
+    except SqlParseError as exc:
+        raise OptionError(f"sql: {raw!r} is not an SQL92 filter expression: {exc}") from None
+    return raw.strip()
+
+
+def parse_credentials(opts: dict[str, str]) -> tuple[str, str] | None:
+    """accessKey and secretKey, both or neither: a signature needs the pair."""
+    access = opts.get("accesskey", "").strip()
+    secret = opts.get("secretkey", "").strip()
+    if access and not secret:
+        raise OptionError("secretKey: required with accessKey (the account's secret key)")
+    if secret and not access:
+        raise OptionError("accessKey: required with secretKey (the account's access key)")
+    return (access, secret) if access else None
 
 
 def parse_offsets(option: str, raw: str | None, default: str, topics: tuple[str, ...]) -> OffsetSpec:
@@ -221,6 +263,9 @@ def read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
     elif "endingoffsets" in opts:
         raise OptionError("endingOffsets: only for batch queries (a stream has no end)")
     tags, tag_set = parse_tags(opts.get("tags"))
+    sql = parse_sql(opts.get("sql"))
+    if sql is not None and tag_set:
+        raise OptionError("sql: cannot be combined with tags (a subscription has one expression)")
     group = opts.get("consumergroup", "").strip() or None
     if group is not None and not _NAME.match(group):
         raise OptionError(
@@ -237,6 +282,8 @@ def read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
         tag_set=tag_set,
         pull_batch_size=_positive_int(opts, "pullBatchSize", 32, upper=1024) or 32,
         consumer_group=group,
+        sql=sql,
+        credentials=parse_credentials(opts),
     )
 
 
@@ -254,4 +301,5 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         topic=topic,
         producer_group=group,
         batch_size=_positive_int(opts, "batchSize", 128, upper=4096) or 128,
+        credentials=parse_credentials(opts),
     )

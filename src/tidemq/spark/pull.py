@@ -8,6 +8,7 @@ the current answer is decoded; the broker works while this process converts.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import pyarrow as pa
 from tidemq.address import split_host_port
 from tidemq.client import api
 from tidemq.record import MessageDecodeError
+from tidemq.remoting.acl_signature import sign_request
 from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.transport import RemotingConnection, RemotingError, connect
 from tidemq.spark.offsets import QueueRange, data_loss
@@ -54,7 +56,7 @@ class RangePuller:
         self.opts = opts
         self.cursor = rng.start
         self.chunk = opts.pull_batch_size
-        self.depth = 1 if opts.tag_set else max(1, depth or PIPELINE_DEPTH)
+        self.depth = 1 if opts.filtered else max(1, depth or PIPELINE_DEPTH)
         self.columns = RecordColumns()
         self._next_request = rng.start
         self._pending: deque[tuple[int, asyncio.Task[Answer]]] = deque()
@@ -76,7 +78,11 @@ class RangePuller:
 
     async def _connection(self) -> RemotingConnection:
         if self._conn is None or self._conn.is_closed:
-            self._conn = await connect(*split_host_port(self.rng.addr))
+            hook = None
+            if self.opts.credentials is not None:
+                access_key, secret_key = self.opts.credentials
+                hook = functools.partial(sign_request, access_key=access_key, secret_key=secret_key)
+            self._conn = await connect(*split_host_port(self.rng.addr), request_hook=hook)
         return self._conn
 
     async def _drop_pending(self) -> None:
@@ -87,13 +93,15 @@ class RangePuller:
         self._next_request = self.cursor
 
     async def _pull(self, conn: RemotingConnection, offset: int, count: int) -> Answer:
+        expression, expression_type = self.opts.subscription
         header = api.pull_header(
             self.opts.pull_group,
             self.rng.topic,
             self.rng.queue_id,
             offset,
             max_nums=count,
-            expression=self.opts.tags,
+            expression=expression,
+            expression_type=expression_type,
         )
         resp = await api.pull_answer(conn, header, PULL_TIMEOUT_S)
         ext = resp.ext_fields
@@ -152,9 +160,9 @@ class RangePuller:
                 raise PullError(
                     f"{self.where}: unreadable pull answer at offset {self.cursor}: {exc}"
                 ) from None
-            if seen and not self.opts.tag_set and first > self.cursor:
+            if seen and not self.opts.filtered and first > self.cursor:
                 self._lost(f"offsets {self.cursor}..{first - 1} are no longer on the broker")
-            if 0 < seen < self.chunk and answer.next_begin < end:
+            if 0 < seen < self.chunk and answer.next_begin < end and not self.opts.filtered:
                 self.chunk = seen  # the broker caps answers by bytes: ask for what it gives
             self._advance(answer.next_begin)
         elif answer.code == ResponseCode.PULL_RETRY_IMMEDIATELY:

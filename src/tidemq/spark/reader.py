@@ -47,7 +47,7 @@ class BatchReader(DataSourceReader):
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        snap = cluster.snapshot(opts.namesrv, opts.topics)
+        snap = cluster.snapshot(opts.namesrv, opts.topics, credentials=opts.credentials)
         self.ranges = offsets.plan_batch(opts, snap)
         log.info(
             "rocketmq source: %d offsets in %d queue ranges of %s",
@@ -87,7 +87,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _snapshot(self, want_min: bool = True) -> offsets.Snapshot:
         if self._cluster is None:
-            self._cluster = cluster.Cluster(self.opts.namesrv)
+            self._cluster = cluster.Cluster(self.opts.namesrv, self.opts.credentials)
         snap = self._cluster.snapshot(self.opts.topics, want_min=want_min)
         self._addrs.update({ref: state.addr for ref, state in snap.items()})
         return snap

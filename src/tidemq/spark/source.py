@@ -43,11 +43,11 @@ class RocketMQDataSource(DataSource):
             raise OptionError("mode: 'overwrite' is not possible, a topic only grows; use mode('append')")
         opts = write_options(self.options)
         layout = write_layout(schema, opts.topic)
-        cluster.check_namesrv(opts.namesrv)
+        cluster.check_namesrv(opts.namesrv, opts.credentials)
         return BatchWriter(opts, layout)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         opts = write_options(self.options)
         layout = write_layout(schema, opts.topic)
-        cluster.check_namesrv(opts.namesrv)
+        cluster.check_namesrv(opts.namesrv, opts.credentials)
         return StreamWriter(opts, layout)

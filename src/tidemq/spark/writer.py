@@ -19,6 +19,7 @@ from pyspark.sql.datasource import (
 )
 
 from tidemq.client import api
+from tidemq.client.config import ClientConfig
 from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message
 from tidemq.client.producer import Producer
@@ -67,7 +68,9 @@ async def _send(producer: Producer, batch: list[Message]) -> int:
 def send_batches(batches: Iterable[pa.RecordBatch], opts: WriteOptions, layout: WriteLayout) -> int:
     """Send every row of ``batches``; returns how many messages the brokers acknowledged."""
     loop = asyncio.new_event_loop()
-    producer = Producer(opts.producer_group, opts.namesrv)
+    producer = Producer(
+        opts.producer_group, config=ClientConfig(namesrv_addr=opts.namesrv, credentials=opts.credentials)
+    )
     sent = 0
     inflight: set[asyncio.Task[int]] = set()
 
