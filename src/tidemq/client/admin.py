@@ -30,9 +30,12 @@ class QueueProgress:
 
 
 class Admin:
-    def __init__(self, namesrv_addr: str) -> None:
+    def __init__(self, namesrv_addr: str, credentials: tuple[str, str] | None = None) -> None:
+        """``credentials`` (access key, secret key) sign every call, for brokers with plain ACL on."""
         self.instance = ClientInstance(
-            ClientConfig(namesrv_addr=namesrv_addr, instance_name=f"admin-{os.getpid()}")
+            ClientConfig(
+                namesrv_addr=namesrv_addr, instance_name=f"admin-{os.getpid()}", credentials=credentials
+            )
         )
 
     async def close(self) -> None:
