@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -134,6 +135,13 @@ class JavaCluster:
     namesrv_port: int = 0
     namesrv_process: JavaProcess | None = None
     brokers: list[JavaBroker] = field(default_factory=list)
+    #: Extra broker.conf settings (``transactionCheckInterval``, ``aclEnable``...), over the defaults.
+    broker_settings: dict[str, str] = field(default_factory=dict)
+    #: Extra JVM system properties of every process (``-Dkey=value``).
+    jvm_properties: dict[str, str] = field(default_factory=dict)
+    #: ROCKETMQ_HOME (``rocketmq.home.dir``): the repo's logback-only home unless a test needs its own,
+    #: e.g. with a ``conf/plain_acl.yml`` (see ``own_home``).
+    home: Path = JAVA_HOME_CONF
 
     @property
     def namesrv(self) -> str:
@@ -152,9 +160,10 @@ class JavaCluster:
             "-XX:+UseG1GC",
             *_JDK17_FLAGS,
             f"-Duser.home={self.work}",  # 5.x logs under ~/logs/rocketmqlogs
-            f"-Drocketmq.home.dir={JAVA_HOME_CONF}",
+            f"-Drocketmq.home.dir={self.home}",
             f"-Dtidemq.log.file={log}",  # 4.x's logback files in JAVA_HOME_CONF write here
             "-Drocketmq.client.logUseSlf4j=true",
+            *(f"-D{k}={v}" for k, v in self.jvm_properties.items()),
             "-cp",
             f"{lib_dir(self.version)}/*",
             main,
@@ -162,7 +171,21 @@ class JavaCluster:
         ]
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, "ROCKETMQ_HOME": str(JAVA_HOME_CONF)}
+        return {**os.environ, "ROCKETMQ_HOME": str(self.home)}
+
+    def own_home(self, files: dict[str, str]) -> Path:
+        """Give this cluster its own ROCKETMQ_HOME under its work dir: the repo's logback files plus
+        ``files`` (relative path -> text), so nothing is ever written into the repo's home."""
+        home = self.work / "home"
+        for src in (JAVA_HOME_CONF / "conf").iterdir():
+            dst = home / "conf" / src.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+        for rel, text in files.items():
+            (home / rel).parent.mkdir(parents=True, exist_ok=True)
+            (home / rel).write_text(text)
+        self.home = home
+        return home
 
     def start(self, broker_names: tuple[str, ...] = ("broker-a", "broker-b")) -> JavaCluster:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -208,6 +231,7 @@ class JavaCluster:
             "diskMaxUsedSpaceRatio": "95",
             "waitTimeMillsInSendQueue": "3000",
             "messageDelayLevel": "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s",
+            **self.broker_settings,
         }
         conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         log = self.work / name / "broker.log"
@@ -275,8 +299,19 @@ class JavaCluster:
             self.namesrv_process.kill()
 
 
-def java_cluster(version: str, work: Path, flush: str = "ASYNC_FLUSH") -> Iterator[JavaCluster]:
-    cluster = JavaCluster(version, work, flush)
+def java_cluster(
+    version: str,
+    work: Path,
+    flush: str = "ASYNC_FLUSH",
+    broker_settings: dict[str, str] | None = None,
+    jvm_properties: dict[str, str] | None = None,
+    home_files: dict[str, str] | None = None,
+) -> Iterator[JavaCluster]:
+    cluster = JavaCluster(
+        version, work, flush, broker_settings=broker_settings or {}, jvm_properties=jvm_properties or {}
+    )
+    if home_files:
+        cluster.own_home(home_files)
     cluster.start()
     try:
         yield cluster
@@ -284,9 +319,12 @@ def java_cluster(version: str, work: Path, flush: str = "ASYNC_FLUSH") -> Iterat
         cluster.stop()
 
 
-async def create_topic(cluster: JavaCluster, topic: str, queues: int = 4) -> None:
-    """On both masters, then wait until the name server routes it to both."""
-    async with Admin(cluster.namesrv) as admin:
+async def create_topic(
+    cluster: JavaCluster, topic: str, queues: int = 4, credentials: tuple[str, str] | None = None
+) -> None:
+    """On both masters, then wait until the name server routes it to both (``credentials``: an ACL
+    admin account's)."""
+    async with Admin(cluster.namesrv, credentials=credentials) as admin:
         created = await admin.create_topic(topic, queues)
         assert len(created) == 2, created
         deadline = time.monotonic() + 30

@@ -31,6 +31,7 @@ class QueueProgress:
 
 class Admin:
     def __init__(self, namesrv_addr: str, *, credentials: tuple[str, str] | None = None) -> None:
+        """``credentials`` (access key, secret key) sign every call, for brokers with plain ACL on."""
         self.instance = ClientInstance(
             ClientConfig(
                 namesrv_addr=namesrv_addr, instance_name=f"admin-{os.getpid()}", credentials=credentials

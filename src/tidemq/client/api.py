@@ -217,6 +217,16 @@ async def heartbeat(conn: RemotingConnection, body: dict[str, Any], timeout: flo
     _check(await conn.invoke(RemotingCommand(RequestCode.HEART_BEAT, body=orjson.dumps(body)), timeout))
 
 
+async def check_client_config(
+    conn: RemotingConnection, group: str, client_id: str, subscription: dict[str, Any], timeout: float = 3.0
+) -> None:
+    """CHECK_CLIENT_CONFIG: can the broker filter as ``subscription`` asks? (SQL92 needs the broker's
+    enablePropertyFilter; the broker also parses the expression.)"""
+    body = {"clientId": client_id, "group": group, "subscriptionData": subscription}
+    request = RemotingCommand(RequestCode.CHECK_CLIENT_CONFIG, body=orjson.dumps(body))
+    _check(await conn.invoke(request, timeout))
+
+
 async def query_consumer_offset(
     conn: RemotingConnection, group: str, topic: str, queue_id: int, timeout: float = 3.0
 ) -> int | None:

@@ -32,6 +32,7 @@ from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.types import ConsumeFromWhere, MessageModel, MessageSelector, Subscription
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message_queue import MessageQueue
+from tidemq.filter import TAG
 from tidemq.record import MessageExt
 from tidemq.remoting import jsonx
 from tidemq.remoting.names import RETRY_PREFIX, retry_topic
@@ -201,7 +202,32 @@ class ConsumerCore:
                 raise
             except Exception as exc:
                 log.warning("route of %s not available yet: %s", topic, exc)
+        await self.check_selectors()
         await instance.heartbeat_all()
+
+    async def check_selectors(self) -> None:
+        """Ask a broker of each topic subscribed with an SQL92 selector whether it can evaluate it (Java's
+        checkClientInBroker): a broker without enablePropertyFilter then fails ``start`` with its reason,
+        instead of refusing every pull behind the user's back."""
+        instance = self.instance
+        for topic, sub in self.subscriptions.items():
+            if sub.expression_type == TAG:
+                continue
+            route = instance.routes.get(topic)
+            names = sorted(route.brokers) if route is not None else []
+            addr = next((a for a in map(instance.master_addr, names) if a is not None), None)
+            if addr is None:
+                continue
+            conn = await instance.connection(addr)
+            try:
+                await api.check_client_config(
+                    conn, self.group, instance.client_id, sub.to_json(topic), self.config.call_timeout_s
+                )
+            except api.BrokerError as exc:
+                raise MQClientError(
+                    f"broker {addr} refuses the {sub.expression_type} selector {sub.expression!r} of "
+                    f"group {self.group} on topic {topic!r}: {exc.remark}"
+                ) from exc
 
     async def stop_pulling(self) -> None:
         """Shutdown's first step: no more pulls or rebalances; the process queues keep what they hold."""
