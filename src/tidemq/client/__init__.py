@@ -8,6 +8,7 @@ Owns the client instance (connections, route polling, heartbeats), the producer,
 ``remoting``, the record layout, ``aio`` and ``address``; never ``broker``, ``store`` or ``namesrv``.
 """
 
+from tidemq.client.api import BrokerError
 from tidemq.client.blocking import (
     BlockingLitePullConsumer,
     BlockingProducer,
@@ -40,6 +41,7 @@ __all__ = [
     "ConsumeStatus",
     "LitePullConsumer",
     "LocalTransactionState",
+    "BrokerError",
     "MQClientError",
     "Message",
     "MessageModel",
