@@ -8,6 +8,7 @@ as JSON lines: run as a subprocess by the gRPC tests, because the SDK registers 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -16,7 +17,8 @@ from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
 def main() -> None:
     endpoint, topic, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    producer = Producer(ClientConfiguration(endpoint, Credentials()), (topic,))
+    credentials = Credentials(os.environ.get("SDK_AK", ""), os.environ.get("SDK_SK", ""))  # ACL tests
+    producer = Producer(ClientConfiguration(endpoint, credentials), (topic,))
     producer.startup()
     try:
         for item in spec:

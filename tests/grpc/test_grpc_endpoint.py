@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 import trustme
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from tests.consumer_support import drain
 from tests.support import ServerProcess, create_topic, free_port, unique
@@ -119,7 +120,10 @@ async def test_bad_sends_get_the_proxys_status(server: ServerProcess) -> None:
         system = await stub.SendMessage(send(b"x", topic="SCHEDULE_TOPIC_XXXX"), metadata=CLIENT)
         bad_tag = await stub.SendMessage(send(b"x", tag="a|b"), metadata=CLIENT)
         empty = await stub.SendMessage(spb.SendMessageRequest(), metadata=CLIENT)
-        half = await stub.SendMessage(send(b"x", message_type=pb.TRANSACTION), metadata=CLIENT)
+        later = Timestamp(seconds=int(time.time()) + 60)
+        half = await stub.SendMessage(
+            send(b"x", message_type=pb.TRANSACTION, delivery_timestamp=later), metadata=CLIENT
+        )
         good = await stub.SendMessage(send(b"fine"), metadata=CLIENT)
         with pytest.raises(grpc.aio.AioRpcError) as not_yet:
             async for _ in stub.ReceiveMessage(spb.ReceiveMessageRequest(), metadata=CLIENT):
@@ -128,7 +132,7 @@ async def test_bad_sends_get_the_proxys_status(server: ServerProcess) -> None:
     assert bad_name.status.code == pb.ILLEGAL_TOPIC and system.status.code == pb.ILLEGAL_TOPIC
     assert bad_tag.status.code == pb.ILLEGAL_MESSAGE_TAG
     assert empty.status.code == pb.MESSAGE_CORRUPTED
-    assert half.status.code == pb.NOT_IMPLEMENTED
+    assert half.status.code == pb.ILLEGAL_DELIVERY_TIME
     assert good.status.code == pb.OK and good.entries[0].status.code == pb.OK
     assert not_yet.value.code() == grpc.StatusCode.UNIMPLEMENTED
     (stored,) = await drain(server.namesrv, topic, expect=1, timeout=10)

@@ -11,6 +11,10 @@ newest copy is the live one and a decision on any copy decides the transaction.
 
 The state (live half messages, decided transactions) is kept in memory and rebuilt on start by reading
 both queues from their first offset.
+
+A check goes to a remoting producer of the half message's group when one is connected, else to the first
+registered check target that takes it (``check_targets``: the gRPC front-end registers one that pushes
+the check down a 5.x producer's Telemetry stream), so the service knows no front-end but remoting's.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -66,6 +71,10 @@ class HalfMessage:
     check_times: int
 
 
+#: Asks a producer of ``group`` about the stored copy of a half message; False when it has none.
+CheckTarget = Callable[[str, MessageExt], bool]
+
+
 class TransactionError(Exception):
     """An END_TRANSACTION that names no live half message; the text is the response's remark."""
 
@@ -82,6 +91,8 @@ class TransactionService:
         self.decided: dict[str, Decision] = {}
         self.checks_sent = 0
         self.discarded = 0
+        #: Other front-ends' producers, asked when no remoting producer of the group is connected.
+        self.check_targets: list[CheckTarget] = []
         self._task: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -260,6 +271,9 @@ class TransactionService:
         self._track(copy)
         group = props.get(Prop.PGROUP, "")
         conn = self._producer_connection(group)
+        if conn is None and any(target(group, copy) for target in self.check_targets):
+            self.checks_sent += 1
+            return
         if conn is None:
             log.warning("transactions: no live producer of group %r to check %s", group, transaction_id(copy))
             return

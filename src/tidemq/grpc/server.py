@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from tidemq.grpc.auth import AclInterceptor
 from tidemq.grpc.proto import service_pb2_grpc as spb_grpc
 from tidemq.grpc.service import MessagingService
 
@@ -42,6 +43,7 @@ class GrpcServer:
     def __init__(self, config: GrpcConfig, broker: Broker) -> None:
         self.config = config
         self.service = MessagingService(broker, config.host)
+        self.broker = broker
         self.port = config.port
         self._server: grpc.aio.Server | None = None
 
@@ -55,7 +57,10 @@ class GrpcServer:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ]
-        server = grpc.aio.server(options=options)
+        acl = self.broker.acl
+        # With --acl-file every call is checked against the rules in force (reloaded with the file).
+        interceptors = [AclInterceptor(lambda: acl.rules)] if acl is not None else []
+        server = grpc.aio.server(options=options, interceptors=interceptors)
         # protoc emits the registration function without annotations.
         spb_grpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]
         address = _bind_address(self.config.host, self.config.port)

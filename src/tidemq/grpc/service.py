@@ -1,5 +1,6 @@
 """The MessagingService RPCs of the producer side: QueryRoute, Heartbeat, Telemetry, SendMessage,
-QueryAssignment, NotifyClientTermination (and EndTransaction, answered NOT_IMPLEMENTED for now).
+QueryAssignment, NotifyClientTermination and EndTransaction (transactions are grpc/transactions.py's,
+the known clients and their Telemetry streams grpc/clients.py's).
 
 Each RPC answers gRPC OK with an ``apache.rocketmq.v2.Status`` inside, as Java's proxy does; the consumer
 RPCs (ReceiveMessage, AckMessage, ChangeInvisibleDuration, ...) are not served yet and fail with gRPC
@@ -20,6 +21,7 @@ from google.protobuf.message import Message as ProtoMessage
 
 from tidemq.broker.timers import MESSAGES_QUEUE, TimerRejected
 from tidemq.broker.topics import NOT_SENDABLE, is_system_topic, name_problem
+from tidemq.grpc.clients import GrpcClients, telemetry_stream
 from tidemq.grpc.convert import check_message, queue_for_group, stored_shape
 from tidemq.grpc.proto import definition_pb2 as pb
 from tidemq.grpc.proto import service_pb2 as spb
@@ -27,6 +29,7 @@ from tidemq.grpc.proto import service_pb2_grpc as spb_grpc
 from tidemq.grpc.routes import answer_endpoints, assignments, broker_of, route_queues
 from tidemq.grpc.settings import GroupSettings, ServerSettings, merged_settings
 from tidemq.grpc.status import Code, GrpcStatusError, error_status, ok, status
+from tidemq.grpc.transactions import GrpcTransactions, send_halves
 from tidemq.record import LOOPBACK_HOST, MessageDecodeError, Prop, pack_host
 from tidemq.remoting.names import TIMER_TOPIC
 from tidemq.store import FlushMode, StoreError
@@ -86,6 +89,8 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.server_settings = ServerSettings(max_message_size=broker.config.max_message_size)
         #: Each client's last Telemetry settings, by client id (what Heartbeat reads its type from).
         self.client_settings: dict[str, pb.Settings] = {}
+        self.clients = GrpcClients()
+        self.transactions = GrpcTransactions(broker, self.clients)
 
     # --- helpers ----------------------------------------------------------------------------------------
 
@@ -187,7 +192,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self, request: spb.NotifyClientTerminationRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> spb.NotifyClientTerminationResponse:
         def run() -> spb.NotifyClientTerminationResponse:
-            self.client_settings.pop(client_id(context), None)
+            cid = client_id(context)
+            self.client_settings.pop(cid, None)
+            self.clients.drop(cid)
             return spb.NotifyClientTerminationResponse(status=ok())
 
         return await self._answer(
@@ -212,6 +219,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             log.info("Telemetry settings of %s refused: %s", cid, exc.message)
             return spb.TelemetryCommand(status=error_status(exc))
         self.client_settings[cid] = command
+        self.clients.settings(cid, command)
         merged = merged_settings(command, self.server_settings, group)
         return spb.TelemetryCommand(status=ok(), settings=merged)
 
@@ -225,10 +233,13 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         except GrpcStatusError as exc:
             yield spb.TelemetryCommand(status=error_status(exc))
             return
-        async for command in request_iterator:
-            if command.HasField("settings"):
-                yield self.settings_answer(cid, command.settings)
-            # Thread stack traces and verify-message results answer server commands tidemq never sends.
+
+        # Thread stack traces and verify-message results answer server commands tidemq never sends.
+        def answer(command: spb.TelemetryCommand) -> spb.TelemetryCommand | None:
+            return self.settings_answer(cid, command.settings) if command.HasField("settings") else None
+
+        async for command in telemetry_stream(self.clients, cid, request_iterator, answer):
+            yield command
 
     # --- sending ------------------------------------------------------------------------------------------
 
@@ -253,11 +264,15 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         config = self._topic(topic_res.name)
         if not self.broker.config.writable or not config.writable:
             raise GrpcStatusError(Code.FORBIDDEN, f"the topic[{topic_res.name}] sending message is forbidden")
+        transactional = request.messages[0].system_properties.message_type == pb.TRANSACTION
         for msg in request.messages:
             check_message(msg, self.server_settings.max_message_size)
-            if msg.system_properties.message_type == pb.TRANSACTION:
+            sp = msg.system_properties
+            if (sp.message_type == pb.TRANSACTION) != transactional:
+                raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "transaction and other messages in one send")
+            if transactional and sp.HasField("delivery_timestamp"):
                 raise GrpcStatusError(
-                    Code.NOT_IMPLEMENTED, "transaction messages are not served over gRPC yet"
+                    Code.ILLEGAL_DELIVERY_TIME, "a transaction message cannot have a delivery time"
                 )
         first_group = request.messages[0].system_properties.message_group
         if len(request.messages) == 1 and first_group:
@@ -266,6 +281,8 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             queue_id = random.randrange(config.write_queue_nums)
         host = born_host(context.peer() or "")
         appends = [self._append(msg, topic_res.name, queue_id, host) for msg in request.messages]
+        if transactional:
+            return await send_halves(self.transactions, list(request.messages), appends)
         try:
             result = self.broker.store.put(appends)
         except StoreError as exc:
@@ -331,6 +348,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     async def EndTransaction(
         self, request: spb.EndTransactionRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> spb.EndTransactionResponse:
-        return spb.EndTransactionResponse(
-            status=status(Code.NOT_IMPLEMENTED, "transaction messages are not served over gRPC yet")
-        )
+        def run() -> spb.EndTransactionResponse:
+            client_id(context)
+            self._topic(request.topic.name)
+            return self.transactions.end(request)
+
+        return await self._answer("EndTransaction", lambda s: spb.EndTransactionResponse(status=s), run)
