@@ -23,7 +23,7 @@ from tidemq.remoting.headers import (
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
 )
-from tidemq.remoting.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from tidemq.remoting.names import TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from tidemq.remoting.transport import RemotingConnection
 
 
@@ -45,7 +45,9 @@ async def opened(broker: Broker) -> Broker:
     return broker
 
 
-async def send_half(broker: Broker, body: bytes, key: str) -> tuple[int, int]:
+async def send_half(
+    broker: Broker, body: bytes, key: str, extra: dict[str, str] | None = None
+) -> tuple[int, int]:
     """A prepared send as a transaction producer makes it; returns its half queue offset and commit log
     offset (what END_TRANSACTION names)."""
     header = SendMessageRequestHeader(
@@ -57,7 +59,9 @@ async def send_half(broker: Broker, body: bytes, key: str) -> tuple[int, int]:
         sys_flag=SysFlag.TRANSACTION_PREPARED,
         born_timestamp=int(time.time() * 1000),
         flag=0,
-        properties=encode_properties({Prop.TRAN_MSG: "true", Prop.PGROUP: GROUP, Prop.UNIQ_KEY: key}),
+        properties=encode_properties(
+            {Prop.TRAN_MSG: "true", Prop.PGROUP: GROUP, Prop.UNIQ_KEY: key, **(extra or {})}
+        ),
     )
     sent = await call(send.send_message, broker, api.send_request(header, body))
     assert sent.code == ResponseCode.SUCCESS, sent.remark
@@ -227,3 +231,26 @@ async def test_the_check_pass_asks_a_producer_about_old_half_messages_then_disca
         assert "tx-c" not in service.pending and depth(broker, TRANS_OP_HALF_TOPIC) == 1
         service.check_once()
         assert len(producer.told) == 2 and depth(broker, TOPIC) == 0
+
+
+async def test_a_timer_on_a_half_message_starts_at_the_commit_as_in_java(tmp_path: Path) -> None:
+    """Java's put hook runs the timer transform on a COMMIT-type message, never on the PREPARED half."""
+    async with broker_on(tmp_path) as broker:
+        await opened(broker)
+        half = await send_half(broker, b"later", "tx-t", {Prop.TIMER_DELAY_SEC: "60"})
+        held = stored(broker, TRANS_HALF_TOPIC, 0)
+        assert Prop.TIMER_OUT_MS not in held.properties and held.properties[Prop.TIMER_DELAY_SEC] == "60"
+        before = int(time.time() * 1000)
+        done = await call(transaction.end_transaction, broker, end_request(half, SysFlag.TRANSACTION_COMMIT))
+        assert done.code == ResponseCode.SUCCESS, done.remark
+        assert depth(broker, TOPIC) == 0, "not visible before its timer"
+        timed = stored(broker, TIMER_TOPIC, 0)
+        assert timed.body == b"later" and timed.properties[Prop.REAL_TOPIC] == TOPIC
+        assert int(timed.properties[Prop.TIMER_OUT_MS]) >= before + 60_000
+
+        bad = await send_half(broker, b"too late", "tx-u", {Prop.TIMER_DELAY_SEC: str(10 * 86_400)})
+        refused = await call(
+            transaction.end_transaction, broker, end_request(bad, SysFlag.TRANSACTION_COMMIT)
+        )
+        assert refused.code == ResponseCode.SYSTEM_ERROR and "timer message illegal" in (refused.remark or "")
+        assert "tx-u" in broker.transactions.pending, "the transaction stays open, as in Java"

@@ -24,6 +24,8 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from tidemq.aio import cancel_and_wait
+from tidemq.broker.timers import MESSAGES_QUEUE as TIMER_MESSAGES_QUEUE
+from tidemq.broker.timers import TimerRejected
 from tidemq.record import (
     MessageExt,
     Prop,
@@ -36,7 +38,7 @@ from tidemq.record import (
 from tidemq.remoting.codes import RequestCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import CheckTransactionStateRequestHeader
-from tidemq.remoting.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_OP_TAG
+from tidemq.remoting.names import TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_OP_TAG
 from tidemq.remoting.transport import RemotingConnection
 from tidemq.store import StoreError
 from tidemq.store.message_store import AppendRequest, PutResult
@@ -205,13 +207,30 @@ class TransactionService:
                 raise TransactionError(f"the half message of {tid} has no REAL_TOPIC/REAL_QID")
             # Java stores the properties as the half message had them (its clearProperty calls come after
             # the text is built): TRAN_MSG, PGROUP, REAL_TOPIC and REAL_QID stay.
-            requests.insert(
-                0, self._append_like(half, real_topic, int(real_qid), props, SysFlag.TRANSACTION_COMMIT)
-            )
+            requests.insert(0, self._committed_append(half, real_topic, int(real_qid), props))
         result = self.broker.store.put(requests)
         self.pending.pop(tid, None)
         self.decided[tid] = Decision.COMMITTED if commit else Decision.ROLLED_BACK
         return result
+
+    def _committed_append(
+        self, half: MessageExt, topic: str, queue_id: int, props: dict[str, str]
+    ) -> AppendRequest:
+        """The committed message; a timer on the half message starts now, as Java's put hook runs the timer
+        transform on a COMMIT-type message (never on the PREPARED half). Raises TransactionError for a
+        timer the broker refuses, leaving the transaction open (Java answers the commit with an error)."""
+        try:
+            timer = self.broker.timers.plan(props, topic)
+        except TimerRejected as exc:
+            raise TransactionError(f"cannot commit {transaction_id(half)}: {exc}") from None
+        if timer is None:
+            return self._append_like(half, topic, queue_id, props, SysFlag.TRANSACTION_COMMIT)
+        props[Prop.REAL_TOPIC], props[Prop.REAL_QID] = topic, str(queue_id)
+        request = self._append_like(
+            half, TIMER_TOPIC, TIMER_MESSAGES_QUEUE, props, SysFlag.TRANSACTION_COMMIT
+        )
+        request.tags_code = timer.due_ms
+        return request
 
     # --- checks ----------------------------------------------------------------------------------------
 
