@@ -13,7 +13,8 @@ from tests.broker.processor_support import Peer, broker_on, call
 from tidemq.broker.broker import Broker
 from tidemq.broker.clients import ClientChannel
 from tidemq.broker.processors import admin, send, transaction
-from tidemq.broker.transactions import Decision
+from tidemq.broker.transaction_scan import TransactionScan
+from tidemq.broker.transactions import HALF_POSITION_KEY, OP_POSITION_KEY, Decision
 from tidemq.client import api
 from tidemq.record import Prop, SysFlag, decode_offset_msg_id, decode_record, encode_properties, pack_host
 from tidemq.remoting.codes import RequestCode, ResponseCode
@@ -23,7 +24,7 @@ from tidemq.remoting.headers import (
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
 )
-from tidemq.remoting.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from tidemq.remoting.names import TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from tidemq.remoting.transport import RemotingConnection
 
 
@@ -45,7 +46,9 @@ async def opened(broker: Broker) -> Broker:
     return broker
 
 
-async def send_half(broker: Broker, body: bytes, key: str) -> tuple[int, int]:
+async def send_half(
+    broker: Broker, body: bytes, key: str | None, extra: dict[str, str] | None = None
+) -> tuple[int, int]:
     """A prepared send as a transaction producer makes it; returns its half queue offset and commit log
     offset (what END_TRANSACTION names)."""
     header = SendMessageRequestHeader(
@@ -57,7 +60,14 @@ async def send_half(broker: Broker, body: bytes, key: str) -> tuple[int, int]:
         sys_flag=SysFlag.TRANSACTION_PREPARED,
         born_timestamp=int(time.time() * 1000),
         flag=0,
-        properties=encode_properties({Prop.TRAN_MSG: "true", Prop.PGROUP: GROUP, Prop.UNIQ_KEY: key}),
+        properties=encode_properties(
+            {
+                Prop.TRAN_MSG: "true",
+                Prop.PGROUP: GROUP,
+                **({Prop.UNIQ_KEY: key} if key else {}),
+                **(extra or {}),
+            }
+        ),
     )
     sent = await call(send.send_message, broker, api.send_request(header, body))
     assert sent.code == ResponseCode.SUCCESS, sent.remark
@@ -227,3 +237,125 @@ async def test_the_check_pass_asks_a_producer_about_old_half_messages_then_disca
         assert "tx-c" not in service.pending and depth(broker, TRANS_OP_HALF_TOPIC) == 1
         service.check_once()
         assert len(producer.told) == 2 and depth(broker, TOPIC) == 0
+
+
+async def test_a_half_message_sent_without_a_unique_key_stays_one_transaction_across_its_checks(
+    tmp_path: Path,
+) -> None:
+    async with broker_on(tmp_path) as broker:
+        await opened(broker)
+        producer = Producer()
+        broker.clients.producers[GROUP] = {cast(RemotingConnection, producer): cast(ClientChannel, None)}
+        broker.config.transaction_timeout_s = 0.0
+        await send_half(broker, b"no key", None)
+        service = broker.transactions
+        service.check_once()
+        service.check_once()
+        assert len(producer.told) == 2 and len(service.pending) == 1, "every copy is the same transaction"
+        newest = stored(broker, TRANS_HALF_TOPIC, 2)
+        newest_half = (newest.queue_offset, newest.commit_log_offset)
+        done = await call(
+            transaction.end_transaction, broker, end_request(newest_half, SysFlag.TRANSACTION_COMMIT)
+        )
+        assert done.code == ResponseCode.SUCCESS, done.remark
+        assert service.pending == {} and depth(broker, TOPIC) == 1
+        service.check_once()
+        assert len(producer.told) == 2, "nothing is left open to check"
+
+
+async def test_a_timer_on_a_half_message_starts_at_the_commit_as_in_java(tmp_path: Path) -> None:
+    """Java's put hook runs the timer transform on a COMMIT-type message, never on the PREPARED half."""
+    async with broker_on(tmp_path) as broker:
+        await opened(broker)
+        half = await send_half(broker, b"later", "tx-t", {Prop.TIMER_DELAY_SEC: "60"})
+        held = stored(broker, TRANS_HALF_TOPIC, 0)
+        assert Prop.TIMER_OUT_MS not in held.properties and held.properties[Prop.TIMER_DELAY_SEC] == "60"
+        before = int(time.time() * 1000)
+        done = await call(transaction.end_transaction, broker, end_request(half, SysFlag.TRANSACTION_COMMIT))
+        assert done.code == ResponseCode.SUCCESS, done.remark
+        assert depth(broker, TOPIC) == 0, "not visible before its timer"
+        timed = stored(broker, TIMER_TOPIC, 0)
+        assert timed.body == b"later" and timed.properties[Prop.REAL_TOPIC] == TOPIC
+        assert int(timed.properties[Prop.TIMER_OUT_MS]) >= before + 60_000
+
+        bad = await send_half(broker, b"too late", "tx-u", {Prop.TIMER_DELAY_SEC: str(10 * 86_400)})
+        refused = await call(
+            transaction.end_transaction, broker, end_request(bad, SysFlag.TRANSACTION_COMMIT)
+        )
+        assert refused.code == ResponseCode.SYSTEM_ERROR and "timer message illegal" in (refused.remark or "")
+        assert "tx-u" in broker.transactions.pending, "the transaction stays open, as in Java"
+
+
+def test_the_scan_position_passes_settled_half_messages_and_stops_at_an_open_one() -> None:
+    """The rule alone: decided transactions and superseded copies are passed, the newest copy of an open
+    transaction holds the half position, and an op entry is passed once no copy of its transaction is
+    left at or past the half position."""
+    scan = TransactionScan(0, 0)
+    newest = {"a": 0, "b": 3, "c": 2, "d": 4}
+    open_now = {"b", "d"}
+
+    def is_open(offset: int, tid: str) -> bool:
+        return tid in open_now and newest[tid] <= offset
+
+    for offset, tid in enumerate(["a", "b", "c", "b", "d"]):  # b's first copy re-put by a check at 3
+        scan.half_stored(offset, tid)
+    scan.op_stored(0, "a")
+    scan.op_stored(1, "c")
+    target = scan.next_half_position(is_open)
+    assert target == 3, "the old copy of b is passed; b's newest copy, open, holds the position"
+    assert scan.advance(target) == ["a", "c"] and (scan.half_position, scan.op_position) == (3, 2)
+    assert scan.next_half_position(is_open) == 3, "still open: still held"
+
+    open_now.discard("b")
+    scan.op_stored(2, "b")
+    assert scan.next_half_position(is_open) == 4, "d, open, now holds it"
+    assert scan.advance(4) == ["b"] and (scan.half_position, scan.op_position) == (4, 3)
+    open_now.discard("d")
+    scan.op_stored(3, "d")
+    assert scan.next_half_position(is_open) == 5
+    assert scan.advance(5) == ["d"] and (scan.half_position, scan.op_position) == (5, 4)
+    assert scan.advance(2) == [] and scan.half_position == 5, "never back"
+
+
+async def test_a_start_reads_from_the_scan_position_and_a_half_message_below_it_counts_as_decided(
+    tmp_path: Path,
+) -> None:
+    async with broker_on(tmp_path) as broker:
+        await opened(broker)
+        before = [await send_half(broker, b"before-%d" % i, f"tx-before-{i}") for i in range(5)]
+        left_open = await send_half(broker, b"open", "tx-open")
+        after = [await send_half(broker, b"after-%d" % i, f"tx-after-{i}") for i in range(3)]
+        for i, half in enumerate(before + after):
+            decision = SysFlag.TRANSACTION_COMMIT if i % 2 == 0 else SysFlag.TRANSACTION_ROLLBACK
+            done = await call(transaction.end_transaction, broker, end_request(half, decision))
+            assert done.code == ResponseCode.SUCCESS, done.remark
+        await broker.transactions.advance()
+        offsets = broker.consumer_offsets
+        assert offsets.get(HALF_POSITION_KEY, 0) == left_open[0], "the open transaction holds the position"
+        assert offsets.get(OP_POSITION_KEY, 0) == 5, "the op entries of the five before it are passed"
+        assert set(broker.transactions.decided) == {f"tx-after-{i}" for i in range(3)}
+        committed_before = depth(broker, TOPIC)
+        offsets.persist(force=True)
+
+    async with broker_on(tmp_path) as reopened:
+        await opened(reopened)
+        service = reopened.transactions
+        service.start()
+        try:
+            assert set(service.pending) == {"tx-open"}
+            assert set(service.decided) == {f"tx-after-{i}" for i in range(3)}, "only ops past the position"
+            for half in (before[0], before[1], after[0]):
+                again = await call(
+                    transaction.end_transaction, reopened, end_request(half, SysFlag.TRANSACTION_COMMIT)
+                )
+                assert again.code == ResponseCode.SYSTEM_ERROR and "already decided" in (again.remark or "")
+            assert depth(reopened, TOPIC) == committed_before, "never committed twice"
+            late = await call(
+                transaction.end_transaction, reopened, end_request(left_open, SysFlag.TRANSACTION_COMMIT)
+            )
+            assert late.code == ResponseCode.SUCCESS, late.remark
+            await service.advance()
+            assert reopened.consumer_offsets.get(HALF_POSITION_KEY, 0) == depth(reopened, TRANS_HALF_TOPIC)
+            assert service.decided == {}, "every decision is behind the position now"
+        finally:
+            await service.close()

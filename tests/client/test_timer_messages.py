@@ -16,10 +16,11 @@ import pytest
 
 from tests.support import RawClient, ServerProcess, create_topic, eventually, unique
 from tidemq.client import api
+from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message
 from tidemq.client.producer import Producer
-from tidemq.record import MessageExt, Prop
-from tidemq.remoting.codes import ResponseCode
+from tidemq.record import BatchItem, MessageExt, Prop, encode_batch
+from tidemq.remoting.codes import RequestCode, ResponseCode
 
 pytestmark = pytest.mark.e2e
 
@@ -126,3 +127,57 @@ async def test_after_sigkill_every_pending_timer_is_delivered_once_and_none_earl
         raw.close()
     finally:
         second.stop()
+
+
+async def test_a_cancellation_marker_stops_its_timer_message_across_a_sigkill(tmp_path: Path) -> None:
+    """Java's delete marker: TIMER_DEL_UNIQKEY "<topic>+<uniq key>" and the same deliver time."""
+    data = tmp_path / "data"
+    topic = unique("timer-cancel")
+    first = ServerProcess(data).start()
+    try:
+        await create_topic(first.broker, topic, 1)
+        raw = await RawClient.open(first.broker)
+        due = str(_now_ms() + 4000)
+        for key in ("CANCEL-ME", "KEEP-ME", "CANCEL-BARE"):
+            props = {Prop.TIMER_DELIVER_MS: due, Prop.UNIQ_KEY: key}
+            assert (await raw.send(topic, key.encode(), props=props)).code == ResponseCode.SUCCESS
+        for marker in (f"{topic}+CANCEL-ME", "CANCEL-BARE"):
+            props = {Prop.TIMER_DELIVER_MS: due, Prop.TIMER_DEL_UNIQKEY: marker}
+            sent = await raw.send(topic, b"", props=props)
+            assert sent.code == ResponseCode.SUCCESS, sent.remark
+        past = {Prop.TIMER_DELIVER_MS: str(_now_ms() - 1000), Prop.TIMER_DEL_UNIQKEY: f"{topic}+KEEP-ME"}
+        refused = await raw.send(topic, b"", props=past)
+        assert refused.code == ResponseCode.MESSAGE_ILLEGAL and "TIMER_DEL_UNIQKEY" in (refused.remark or "")
+        raw.close()
+    finally:
+        first.kill()
+    second = ServerProcess(data).start()
+    try:
+        raw = await RawClient.open(second.broker)
+        msgs = await _delivered(raw, topic, 1)
+        await asyncio.sleep(max(0.0, (int(due) - _now_ms()) / 1000) + 1.5)
+        assert [m.body for m in await raw.drain(topic, 0)] == [b"KEEP-ME"]
+        assert [m.body for m in msgs] == [b"KEEP-ME"]
+        raw.close()
+    finally:
+        second.stop()
+
+
+async def test_batch_messages_cannot_be_timer_messages(server: ServerProcess) -> None:
+    topic = unique("timer-batch")
+    await create_topic(server.broker, topic, 1, routed_by=server.namesrv)
+    async with Producer(unique("tpg"), server.namesrv) as producer:
+        with pytest.raises(MQClientError, match="timer"):
+            await producer.send_batch(
+                [Message(topic, b"a"), Message(topic, b"b", delay=timedelta(seconds=5))]
+            )
+    raw = await RawClient.open(server.broker)
+    try:
+        body = encode_batch([BatchItem(0, b"a", "")])
+        sent = await raw.send(
+            topic, body, props={Prop.TIMER_DELAY_SEC: "5"}, code=RequestCode.SEND_BATCH_MESSAGE
+        )
+        assert sent.code == ResponseCode.MESSAGE_ILLEGAL and "TIMER_DELAY_SEC" in (sent.remark or "")
+        assert await raw.drain(topic, 0) == []
+    finally:
+        raw.close()

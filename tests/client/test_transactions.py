@@ -232,3 +232,72 @@ async def test_after_sigkill_decided_transactions_stay_decided_and_undecided_are
         raw.close()
     finally:
         second.stop()
+
+
+def _stored_half_position(data: Path) -> int:
+    """The scan position as the broker last wrote it to its consumer offset table (-1: none yet)."""
+    path = data / "config" / "consumerOffset.json"
+    table = orjson.loads(path.read_bytes()).get("offsetTable", {}) if path.exists() else {}
+    return int(table.get("RMQ_SYS_TRANS_HALF_TOPIC@CID_RMQ_SYS_TRANS", {}).get("0", -1))
+
+
+async def test_after_sigkill_a_start_reads_from_the_scan_position_and_open_ones_commit_once(
+    tmp_path: Path,
+) -> None:
+    """Many decided transactions, then open ones: the stored scan position stops at the first open one;
+    after a SIGKILL the checker commits each open one exactly once, and no decided one is checked or
+    committed again."""
+    data = tmp_path / "data"
+    topic, group = unique("tx-pos"), unique("txpg")
+    first = ServerProcess(
+        data, "--transaction-timeout", "3600", "--transaction-check-interval", "0.3"
+    ).start()
+    try:
+        await create_topic(first.broker, topic, routed_by=first.namesrv)
+        raw = await _raw_producer(first.broker, group)
+        decided = []
+        for i in range(40):
+            offsets = await _send_half(raw, topic, group, b"decided-%d" % i, f"POS-D{i}")
+            decision = SysFlag.TRANSACTION_COMMIT if i % 4 else SysFlag.TRANSACTION_ROLLBACK
+            assert (await _end(raw, group, offsets, decision))[0] == ResponseCode.SUCCESS
+            decided.append(offsets)
+        opened = [await _send_half(raw, topic, group, b"open-%d" % i, f"POS-O{i}") for i in range(2)]
+        await eventually(
+            lambda: _stored_half_position(data) == opened[0][1],
+            what="the scan position at the first open one",
+        )
+        raw.close()
+    finally:
+        first.kill()
+    committed = [b"decided-%d" % i for i in range(40) if i % 4]
+
+    second = ServerProcess(data, *TX_OPTIONS).start()
+    checked: list[MessageExt] = []
+
+    async def checker(msg: MessageExt) -> LocalTransactionState:
+        checked.append(msg)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    producer = TransactionProducer(
+        group, second.namesrv, lambda m, a: LocalTransactionState.COMMIT_MESSAGE, checker
+    )
+    raw = await RawClient.open(second.broker)
+    try:
+        code, remark = await _end(raw, group, decided[1], SysFlag.TRANSACTION_COMMIT)
+        assert code == ResponseCode.SYSTEM_ERROR and "already decided" in (remark or "")
+        await producer.start()
+        await producer.send_in_transaction(Message(topic, b"new"))  # registers the group with the broker
+
+        async def both_open_ones() -> bool:
+            bodies = [m.body for m in await _visible(raw, topic)]
+            return b"open-0" in bodies and b"open-1" in bodies
+
+        await eventually(both_open_ones, what="the checker's commits of the open transactions")
+        await asyncio.sleep(1.5)  # several check passes: nothing more may show up
+        bodies = sorted(m.body for m in await _visible(raw, topic))
+    finally:
+        await producer.shutdown()
+        raw.close()
+        second.stop()
+    assert bodies == sorted([*committed, b"open-0", b"open-1", b"new"]), "each exactly once"
+    assert {m.properties[Prop.UNIQ_KEY] for m in checked} == {"POS-O0", "POS-O1"}, "no decided one checked"

@@ -12,6 +12,13 @@ checkpoint record (``rmq_sys_wheel_timer`` queue 1, body ``"<due> <ref>"``), so 
 claim that they were made survive or vanish together; on start the index adopts the newest such record.
 The index's own entries lost with a crash are re-added from the timer queue from the index's
 ``indexed`` position (see store/timer_index.py).
+
+Cancellation (Java TimerMessageStore's delete marker): a send carrying TIMER_DEL_UNIQKEY
+("<topic>+<uniq key>", or the bare uniq key older 5.x brokers compared) and the same deliver time as the
+message it cancels is stored like a timer message, but never delivered; when the walker reaches a
+precision slot (``PRECISION_MS``) it first collects the markers indexed in that slot, and a message
+whose key one names is skipped. Markers live in the log and the index, so a cancellation survives a
+SIGKILL like the message it cancels.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidemq.aio import cancel_and_wait, wait_or_timeout
-from tidemq.record import Prop, decode_record
+from tidemq.record import MessageExt, Prop, decode_record
 from tidemq.remoting.names import TIMER_TOPIC
 from tidemq.store import StoreError, TimeIndex
 from tidemq.store.message_store import AppendRequest
@@ -40,7 +47,11 @@ CHECKPOINT_QUEUE = 1
 BUCKET_MS = 10_000
 #: Re-puts per store write (and per checkpoint record).
 BATCH = 128
+#: A marker cancels a message due in the same slot of this size (Java's timerPrecisionMs default).
+PRECISION_MS = 1000
 _NOT_A_TIMER = (TIMER_TOPIC,)
+#: The properties that make a send a timer message (or a timer cancellation).
+TIMER_PROPERTIES = (Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS, Prop.TIMER_DEL_UNIQKEY)
 
 
 def now_ms() -> int:
@@ -82,6 +93,9 @@ class TimerService:
         self._tasks: list[asyncio.Task[None]] = []
         #: Batches stored but maybe not yet fsynced: (log end offset, last entry), oldest first.
         self._unflushed: deque[tuple[int, tuple[int, int]]] = deque()
+        #: The delete keys of the markers of a precision slot, read when the walker first reaches it.
+        self._cancels: dict[int, set[str]] = {}
+        self.cancelled_count = 0
 
     # --- the send path ------------------------------------------------------------------------------
 
@@ -90,6 +104,7 @@ class TimerService:
         Raises TimerRejected for a bad time or one beyond ``--timer-max-delay``."""
         if topic in _NOT_A_TIMER or Prop.TIMER_OUT_MS in props:
             return None  # already through the timer (a re-put, or a copy of one)
+        cancelling = Prop.TIMER_DEL_UNIQKEY in props
         if props.get(Prop.DELAY, "0") not in ("", "0"):
             # As Java: a delay level wins, and the timer properties are dropped.
             for key in (Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS):
@@ -111,7 +126,14 @@ class TimerService:
             )
         # Due now, or at or before what the walker has already passed: deliver at once (never late-add).
         if due <= max(now, self.index.popped_through[0]):
+            if cancelling:
+                raise TimerRejected(
+                    "timer message illegal: a cancellation (TIMER_DEL_UNIQKEY) must carry the future deliver "
+                    "time of the message it cancels"
+                )
             return None
+        if cancelling:
+            self._cancels.pop(due // PRECISION_MS, None)  # re-read from the index once it holds the marker
         props[Prop.TIMER_OUT_MS] = str(due)
         props[Prop.TIMER_ENQUEUE_MS] = str(now)
         return TimerPlan(due)
@@ -226,16 +248,22 @@ class TimerService:
         return True
 
     def _re_put(self, due: int, ref: int) -> AppendRequest | None:
-        data = self.broker.store.read_message(ref)
-        if data is None:
-            log.warning("timers: message at %d (due %d) is gone, skipping it", ref, due)
+        msg = self._read_timer(ref)
+        if msg is None:
+            log.warning("timers: timer message at %d (due %d) is gone, skipping it", ref, due)
             return None
-        msg = decode_record(data, decompress=False)
         props = dict(msg.properties)
+        if Prop.TIMER_DEL_UNIQKEY in props:
+            return None  # a marker is never delivered
         real_topic = props.pop(Prop.REAL_TOPIC, None)
         real_qid = props.pop(Prop.REAL_QID, "")
-        if msg.topic != TIMER_TOPIC or real_topic is None or not real_qid.isdigit():
-            log.warning("timers: record at %d is not a timer message, skipping it", ref)
+        if real_topic is None or not real_qid.isdigit():
+            log.warning("timers: record at %d has no REAL_TOPIC/REAL_QID, skipping it", ref)
+            return None
+        uniq = props.get(Prop.UNIQ_KEY)
+        if uniq is not None and self._cancels_of(due) & {f"{real_topic}+{uniq}", uniq}:
+            log.info("timers: %s on %s (due %d) was cancelled", uniq, real_topic, due)
+            self.cancelled_count += 1
             return None
         props[Prop.TIMER_DEQUEUE_MS] = str(now_ms())
         return self.broker.make_append_again(
@@ -246,3 +274,24 @@ class TimerService:
             reconsume_times=msg.reconsume_times,
             schedule=False,
         )
+
+    def _read_timer(self, ref: int) -> MessageExt | None:
+        data = self.broker.store.read_message(ref)
+        msg = decode_record(data, decompress=False) if data is not None else None
+        return msg if msg is not None and msg.topic == TIMER_TOPIC else None
+
+    def _cancels_of(self, due: int) -> set[str]:
+        """The delete keys of the markers indexed in ``due``'s slot (older slots are forgotten)."""
+        slot = due // PRECISION_MS
+        keys = self._cancels.get(slot)
+        if keys is None:
+            for old in [s for s in self._cancels if s < slot]:
+                del self._cancels[old]
+            keys = set()
+            for _, ref in self.index.entries_between(slot * PRECISION_MS, (slot + 1) * PRECISION_MS - 1):
+                marker = self._read_timer(ref)
+                key = marker.properties.get(Prop.TIMER_DEL_UNIQKEY) if marker is not None else None
+                if key:
+                    keys.add(key)
+            self._cancels[slot] = keys
+        return keys

@@ -9,8 +9,13 @@ committed twice. A check re-stores the half message with TRANSACTION_CHECK_TIMES
 re-puts it); every copy carries the producer's unique key, which is the transaction id here, so the
 newest copy is the live one and a decision on any copy decides the transaction.
 
-The state (live half messages, decided transactions) is kept in memory and rebuilt on start by reading
-both queues from their first offset.
+The state (live half messages, decided transactions) is kept in memory. A start rebuilds it from the
+scan position on (broker/transaction_scan.py): Java's consumer offsets of the system group
+CID_RMQ_SYS_TRANS on the half and op queues, kept in the broker's consumer offset table as Java keeps
+them (so admin tools see them too). The position moves only at a check pass, and only once the commit
+log is fsynced past every op entry and copy that let it move, so a SIGKILL can never leave it past a
+transaction whose decision was lost. A half message below it whose transaction is not open counts as
+decided.
 
 A check goes to a remoting producer of the half message's group when one is connected, else to the first
 registered check target that takes it (``check_targets``: the gRPC front-end registers one that pushes
@@ -23,12 +28,16 @@ import asyncio
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from tidemq.aio import cancel_and_wait
+from tidemq.broker.timers import MESSAGES_QUEUE as TIMER_MESSAGES_QUEUE
+from tidemq.broker.timers import TimerRejected
+from tidemq.broker.transaction_scan import TransactionScan
 from tidemq.record import (
     MessageExt,
     Prop,
@@ -41,7 +50,13 @@ from tidemq.record import (
 from tidemq.remoting.codes import RequestCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import CheckTransactionStateRequestHeader
-from tidemq.remoting.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_OP_TAG
+from tidemq.remoting.names import (
+    TIMER_TOPIC,
+    TRANS_CHECK_GROUP,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    TRANS_OP_TAG,
+)
 from tidemq.remoting.transport import RemotingConnection
 from tidemq.store import StoreError
 from tidemq.store.message_store import AppendRequest, PutResult
@@ -50,6 +65,10 @@ if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
 
 log = logging.getLogger(__name__)
+
+#: The consumer offset table's keys of the scan position (Java's ``topic@group``).
+HALF_POSITION_KEY = f"{TRANS_HALF_TOPIC}@{TRANS_CHECK_GROUP}"
+OP_POSITION_KEY = f"{TRANS_OP_HALF_TOPIC}@{TRANS_CHECK_GROUP}"
 
 
 class Decision(Enum):
@@ -93,6 +112,7 @@ class TransactionService:
         self.discarded = 0
         #: Other front-ends' producers, asked when no remoting producer of the group is connected.
         self.check_targets: list[CheckTarget] = []
+        self.scan = TransactionScan(0, 0)
         self._task: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -104,24 +124,67 @@ class TransactionService:
     async def close(self) -> None:
         if self._task is not None:
             await cancel_and_wait([self._task])
+            try:
+                await self.advance()
+            except StoreError as exc:
+                log.warning("transactions: scan position not advanced at close: %s", exc)
 
     def _recover(self) -> None:
-        """Rebuild the live half messages and the decided transactions from the two queues."""
+        """Rebuild the live half messages and the decided transactions from the scan position on."""
+        half_from = self._position(TRANS_HALF_TOPIC, HALF_POSITION_KEY)
+        op_from = self._position(TRANS_OP_HALF_TOPIC, OP_POSITION_KEY)
+        self.scan = TransactionScan(half_from, op_from)
         store = self.broker.store
-        for qoff in range(store.min_offset(TRANS_HALF_TOPIC, 0), store.max_offset(TRANS_HALF_TOPIC, 0)):
+        for qoff in range(half_from, store.max_offset(TRANS_HALF_TOPIC, 0)):
             msg = self._half_at(qoff)
             if msg is not None:
                 self._track(msg)
-        for qoff in range(store.min_offset(TRANS_OP_HALF_TOPIC, 0), store.max_offset(TRANS_OP_HALF_TOPIC, 0)):
+            else:
+                self.scan.half_stored(qoff, None)
+        for qoff in range(op_from, store.max_offset(TRANS_OP_HALF_TOPIC, 0)):
             op = self._read_queue(TRANS_OP_HALF_TOPIC, qoff)
             body = op.body.decode(errors="replace") if op is not None else ""
             half = self._half_at(int(body)) if body.isdigit() else None
-            if half is not None:
-                tid = transaction_id(half)
+            tid = transaction_id(half) if half is not None else None
+            if tid is not None:
                 self.pending.pop(tid, None)
                 self.decided[tid] = Decision.DECIDED
-        if self.pending or self.decided:
-            log.info("transactions: %d undecided, %d decided recovered", len(self.pending), len(self.decided))
+            self.scan.op_stored(qoff, tid)
+        log.info(
+            "transactions: read from half offset %d and op offset %d: %d undecided, %d decided",
+            half_from,
+            op_from,
+            len(self.pending),
+            len(self.decided),
+        )
+
+    def _position(self, topic: str, key: str) -> int:
+        """Where a start reads ``topic`` from: the stored position, else the queue's first offset (Java
+        fetchConsumeOffset), kept within what the queue holds."""
+        store = self.broker.store
+        low, high = store.min_offset(topic, 0), store.max_offset(topic, 0)
+        stored = self.broker.consumer_offsets.get(key, 0)
+        return low if stored is None else max(low, min(stored, high))
+
+    async def advance(self) -> None:
+        """Move the scan position over the settled half and op entries, once the commit log is durable
+        past them (their op entries, and the newer copies of re-put half messages, all lie before its end
+        now), then record it where the next start reads it."""
+        target = self.scan.next_half_position(self._is_open_copy)
+        store = self.broker.store
+        await store.wait_durable(store.commitlog.max_offset)
+        before = (self.scan.half_position, self.scan.op_position)
+        for tid in self.scan.advance(target):
+            if tid not in self.pending:
+                self.decided.pop(tid, None)
+        if (self.scan.half_position, self.scan.op_position) != before:
+            self.broker.consumer_offsets.set(HALF_POSITION_KEY, 0, self.scan.half_position)
+            self.broker.consumer_offsets.set(OP_POSITION_KEY, 0, self.scan.op_position)
+
+    def _is_open_copy(self, queue_offset: int, tid: str) -> bool:
+        """Whether the half message at ``queue_offset`` is the newest copy of an open transaction."""
+        half = self.pending.get(tid)
+        return half is not None and half.queue_offset <= queue_offset
 
     def _read_queue(self, topic: str, queue_offset: int) -> MessageExt | None:
         cq = self.broker.store.find_queue(topic, 0)
@@ -135,6 +198,7 @@ class TransactionService:
     def _track(self, msg: MessageExt) -> None:
         times = msg.properties.get(Prop.TRANSACTION_CHECK_TIMES, "0")
         tid = transaction_id(msg)
+        self.scan.half_stored(msg.queue_offset, tid)
         if tid not in self.decided:
             self.pending[tid] = HalfMessage(
                 tid,
@@ -152,6 +216,9 @@ class TransactionService:
         props = dict(msg.properties)
         props[Prop.REAL_TOPIC] = msg.topic
         props[Prop.REAL_QID] = str(msg.queue_id)
+        # The unique key is the transaction id every check copy carries; a client that sent none gets one
+        # here, or each copy would look like a new transaction and the first would stay open for good.
+        props.setdefault(Prop.UNIQ_KEY, uuid.uuid4().hex.upper())
         return self._append_like(msg, TRANS_HALF_TOPIC, 0, props, SysFlag.TRANSACTION_NOT_TYPE)
 
     def put_half(self, request: AppendRequest) -> PutResult:
@@ -206,6 +273,8 @@ class TransactionService:
         same write. Raises TransactionError when the transaction was decided already."""
         tid = transaction_id(half)
         done = self.decided.get(tid)
+        if done is None and tid not in self.pending and half.queue_offset < self.scan.half_position:
+            done = Decision.DECIDED  # settled before the scan position: its op entry is no longer read
         if done is not None:
             raise TransactionError(f"the transaction {tid} is already {done.value}: nothing to do")
         requests = [self._op_append(half)]
@@ -216,13 +285,31 @@ class TransactionService:
                 raise TransactionError(f"the half message of {tid} has no REAL_TOPIC/REAL_QID")
             # Java stores the properties as the half message had them (its clearProperty calls come after
             # the text is built): TRAN_MSG, PGROUP, REAL_TOPIC and REAL_QID stay.
-            requests.insert(
-                0, self._append_like(half, real_topic, int(real_qid), props, SysFlag.TRANSACTION_COMMIT)
-            )
+            requests.insert(0, self._committed_append(half, real_topic, int(real_qid), props))
         result = self.broker.store.put(requests)
+        self.scan.op_stored(result.queue_offsets[-1], tid)
         self.pending.pop(tid, None)
         self.decided[tid] = Decision.COMMITTED if commit else Decision.ROLLED_BACK
         return result
+
+    def _committed_append(
+        self, half: MessageExt, topic: str, queue_id: int, props: dict[str, str]
+    ) -> AppendRequest:
+        """The committed message; a timer on the half message starts now, as Java's put hook runs the timer
+        transform on a COMMIT-type message (never on the PREPARED half). Raises TransactionError for a
+        timer the broker refuses, leaving the transaction open (Java answers the commit with an error)."""
+        try:
+            timer = self.broker.timers.plan(props, topic)
+        except TimerRejected as exc:
+            raise TransactionError(f"cannot commit {transaction_id(half)}: {exc}") from None
+        if timer is None:
+            return self._append_like(half, topic, queue_id, props, SysFlag.TRANSACTION_COMMIT)
+        props[Prop.REAL_TOPIC], props[Prop.REAL_QID] = topic, str(queue_id)
+        request = self._append_like(
+            half, TIMER_TOPIC, TIMER_MESSAGES_QUEUE, props, SysFlag.TRANSACTION_COMMIT
+        )
+        request.tags_code = timer.due_ms
+        return request
 
     # --- checks ----------------------------------------------------------------------------------------
 
@@ -231,6 +318,7 @@ class TransactionService:
             await asyncio.sleep(self.broker.config.transaction_check_interval_s)
             try:
                 self.check_once()
+                await self.advance()
             except StoreError as exc:
                 log.error("transactions: check pass failed: %s", exc)
 
@@ -250,7 +338,8 @@ class TransactionService:
                 log.warning(
                     "transactions: discarding %s after %d checks", half.transaction_id, half.check_times
                 )
-                self.broker.store.put([self._op_append(msg)])
+                discarded = self.broker.store.put([self._op_append(msg)])
+                self.scan.op_stored(discarded.queue_offsets[0], half.transaction_id)
                 self.pending.pop(half.transaction_id, None)
                 self.decided[half.transaction_id] = Decision.DISCARDED
                 self.discarded += 1

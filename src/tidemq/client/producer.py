@@ -425,6 +425,9 @@ class Producer:
             if msg.topic != topic:
                 raise MQClientError("all messages of a batch must have the same topic")
             self._check_body(msg.body)
+            if msg.deliver_at is not None or msg.delay is not None or Prop.TIMER_DELIVER_MS in msg.properties:
+                # A broker delivers a batched message at once whatever its timer says: refuse it here.
+                raise MQClientError("batch messages cannot be timer messages: send them one by one")
             if msg.properties or msg.tags or msg.keys or msg.delay_level:
                 if msg.delay_level > 0:
                     raise MQClientError("batch messages do not support a delay level")

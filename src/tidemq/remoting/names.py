@@ -23,6 +23,9 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 #: half message's queue offset, tagged ``d`` (Java RMQ_SYS_TRANS_OP_HALF_TOPIC and REMOVETAG).
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_OP_TAG = "d"
+#: The system group whose consumer offsets on the two transaction queues are the broker's scan position
+#: (Java MixAll.CID_SYS_RMQ_TRANS).
+TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 #: Where timer messages wait for their delivery time (Java TimerMessageStore.TIMER_TOPIC): queue 0
 #: holds the messages, queue 1 the timer's delivery checkpoints (tidemq's own).
 TIMER_TOPIC = "rmq_sys_wheel_timer"

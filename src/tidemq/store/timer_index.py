@@ -118,6 +118,13 @@ class TimeIndex:
     def contains(self, due: int, ref: int) -> bool:
         return (due, ref) in self._read(self.bucket_of(due))
 
+    def entries_between(self, first_due: int, last_due: int) -> list[Entry]:
+        """Every entry in the bucket files due in ``[first_due, last_due]``, delivered or not, sorted."""
+        out: list[Entry] = []
+        for bucket in range(self.bucket_of(first_due), last_due + 1, self.bucket_ms):
+            out.extend(e for e in self._read(bucket) if first_due <= e[0] <= last_due)
+        return sorted(out)
+
     def add(self, due: int, ref: int, indexed: int | None = None) -> None:
         """Add an entry; ``indexed`` is the caller's source position just past it, if it has one."""
         if (due, ref) <= self._last_popped:

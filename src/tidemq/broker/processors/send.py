@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import register_table
-from tidemq.broker.timers import MESSAGES_QUEUE, TimerPlan, TimerRejected
+from tidemq.broker.timers import MESSAGES_QUEUE, TIMER_PROPERTIES, TimerPlan, TimerRejected
 from tidemq.broker.topics import NOT_SENDABLE, name_problem
 from tidemq.record import (
     LOOPBACK_HOST,
@@ -203,6 +203,13 @@ def _send_batch(
         return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
     if batch_props.get(Prop.DELAY, "0") not in ("", "0"):
         return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot carry a delay level")
+    timer_keys = [k for k in TIMER_PROPERTIES if k in batch_props]
+    if timer_keys:
+        # A Java broker runs its timer transform on the batch as a whole and stores it broken; refuse instead.
+        return req.error(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"batch messages cannot be timer messages ({', '.join(timer_keys)}): send them one by one",
+        )
     batch_props[Prop.CLUSTER] = broker.config.cluster_name
     try:
         batch = build_stored_batch(
