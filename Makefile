@@ -60,6 +60,23 @@ rocketmq-jars: $(ROCKETMQ_JARS)
 			"$$(grep -m1 -o 'Could not .*' $(@D)/resolve.log || tail -n1 $(@D)/resolve.log)"; exit 1; }
 	@touch $@
 
+# The Apache RocketMQ 5.3.3 proxy (the 5.x SDKs' gRPC endpoint) that tests/rocketmq_proxy.py runs in cluster
+# mode in front of a 5.3.3 cluster: pinned by interop/rocketmq-java/proxy-5.3.3/pom.xml, resolved into .cache/.
+.PHONY: rocketmq-proxy-jars
+ROCKETMQ_PROXY := .cache/rocketmq-proxy/5.3.3/.resolved
+pytest: rocketmq-proxy-jars
+
+rocketmq-proxy-jars: $(ROCKETMQ_PROXY)
+
+$(ROCKETMQ_PROXY): interop/rocketmq-java/proxy-5.3.3/pom.xml | maven
+	@mkdir -p $(@D)
+	@rm -rf $@ $(@D)/lib
+	@mvn -q -B -Dmaven.repo.local=$(MAVEN_REPO) -f $< dependency:copy-dependencies \
+		-DoutputDirectory=$(CURDIR)/$(@D)/lib > $(@D)/resolve.log 2>&1 || { \
+		echo "cannot resolve the Apache RocketMQ 5.3.3 proxy (org.apache.rocketmq:rocketmq-proxy:5.3.3):" \
+			"$$(grep -m1 -o 'Could not .*' $(@D)/resolve.log || tail -n1 $(@D)/resolve.log)"; exit 1; }
+	@touch $@
+
 maven: java
 	@command -v mvn >/dev/null 2>&1 || { apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q maven; }
@@ -112,6 +129,23 @@ $(JAVA_PEER): $(JAVA_PEER_DIR)/pom.xml $(wildcard $(JAVA_PEER_DIR)/src/main/java
 	@rm -rf $(@D)/lib $@
 	@mvn -q -B -Dmaven.repo.local=$(MAVEN_REPO) -f $< -DbuildDir=$(CURDIR)/$(@D) package > $(@D)/build.log 2>&1 || { \
 		echo "cannot build the Java client peer (org.apache.rocketmq:rocketmq-client:4.9.8, rocketmq-acl:4.9.8, rocketmq-tools:4.9.8):" \
+			"$$(grep -m1 -o 'Could not .*' $(@D)/build.log || grep -m1 ERROR $(@D)/build.log || tail -n1 $(@D)/build.log)"; exit 1; }
+
+# Apache RocketMQ's official 5.x Java SDK (gRPC) as a test peer: interop/rocketmq-java/client5
+# (org.apache.rocketmq:rocketmq-client-java 5.2.0), built into .cache/rocketmq-java-client5 for
+# tests/java5_client_support.py.
+.PHONY: rocketmq-java-client5
+JAVA5_PEER_DIR := interop/rocketmq-java/client5
+JAVA5_PEER := .cache/rocketmq-java-client5/peer.jar
+pytest: rocketmq-java-client5
+
+rocketmq-java-client5: $(JAVA5_PEER)
+
+$(JAVA5_PEER): $(JAVA5_PEER_DIR)/pom.xml $(wildcard $(JAVA5_PEER_DIR)/src/main/java/tidemq/interop5/*.java) | maven javac
+	@mkdir -p $(@D)
+	@rm -rf $(@D)/lib $@
+	@mvn -q -B -Dmaven.repo.local=$(MAVEN_REPO) -f $< -DbuildDir=$(CURDIR)/$(@D) package > $(@D)/build.log 2>&1 || { \
+		echo "cannot build the Java 5.x SDK peer (org.apache.rocketmq:rocketmq-client-java:5.2.0):" \
 			"$$(grep -m1 -o 'Could not .*' $(@D)/build.log || grep -m1 ERROR $(@D)/build.log || tail -n1 $(@D)/build.log)"; exit 1; }
 
 javac: java
