@@ -352,13 +352,20 @@ class PopStore:
     async def ack(self, group: str, receipt_handle: str, now_ms: int) -> AckStatus:
         """Ack the message the handle was issued for; OK only once the ack is logged (and fsynced in
         sync flush mode). Raises InvalidReceiptHandle for a handle that does not parse."""
+        status = self.ack_now(group, receipt_handle, now_ms)
+        if status is AckStatus.OK:
+            await self._durable()
+        return status
+
+    def ack_now(self, group: str, receipt_handle: str, now_ms: int) -> AckStatus:
+        """``ack`` logged but not awaited to disk: for the server's own acks (a message moved to the
+        dead-letter queue, one deleted by retention), where a lost ack means a redelivery, not a loss."""
         handle = ReceiptHandle.decode(receipt_handle)
         status, queue = self._check(group, handle, now_ms)
         if queue is None:
             return status
         del queue.inflight[handle.offset]
         self._log.append([AckRecord(queue.key_id, handle.offset)])
-        await self._durable()
         return status
 
     async def change_invisible(
