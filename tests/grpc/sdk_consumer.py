@@ -36,7 +36,7 @@ def describe(msg: Any) -> dict[str, Any]:
 
 def main() -> None:
     endpoint, group, topic, filter_type, expression, await_s = sys.argv[1:7]
-    kind = FilterType.SQL92 if filter_type == "SQL92" else FilterType.TAG
+    kind = FilterType.SQL if filter_type == "SQL92" else FilterType.TAG
     consumer = SimpleConsumer(
         ClientConfiguration(endpoint, Credentials()),
         group,

@@ -68,6 +68,15 @@ def polling_ms(requested_ms: int | None, remaining_ms: int | None) -> int:
     return wanted
 
 
+def receive_queues(read_queue_nums: int, start: int) -> list[int]:
+    """Every readable queue of the topic, starting at ``start`` (mod the count), whatever queue the
+    request names: the 5.x proxy's ReceiveMessageQueueSelector keeps only the request's broker and pops
+    its broker-acting queue (id -1), which the broker's PopMessageProcessor serves from all its queues in
+    turn. A receive bound to the one queue the SDK happened to pick would long-poll an empty queue while
+    messages wait in the others (and unacked ones come back before the rest are seen)."""
+    return [(start + i) % read_queue_nums for i in range(read_queue_nums)]
+
+
 def check_invisible(ms: int, minimum: int) -> None:
     if ms < minimum:
         raise GrpcStatusError(
@@ -79,13 +88,24 @@ def check_invisible(ms: int, minimum: int) -> None:
         )
 
 
-def ack_status(result: AckStatus, what: str) -> pb.Status:
-    """The proxy's answer for a pop-state outcome (docs/store.md#pop-state)."""
-    if result is AckStatus.OK:
+def ack_status(result: AckStatus, what: str, *, stale_ok: bool = True) -> pb.Status:
+    """The proxy's answer for a pop-state outcome (docs/store.md#pop-state).
+
+    An ack (or a forward to the DLQ, which acks) with a handle that is stale but not expired is OK: the
+    5.x broker's AckMessageProcessor writes an ack for any offset inside the queue and answers SUCCESS,
+    whichever checkpoint it names, so a superseded handle (the message's invisible time was changed since)
+    and an already acked one both get OK; the message itself stays in flight under its newer handle and
+    comes back unless that one is acked. Change-invisible passes ``stale_ok=False``: a stale handle must
+    not lease the message a second time beside its newer lease, so it is refused."""
+    if result is AckStatus.OK or (stale_ok and result in STALE_OK):
         return ok()
     if result is AckStatus.EXPIRED:
         return status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
     return status(Code.INTERNAL_SERVER_ERROR, f"{what} failed: status is abnormal")
+
+
+#: Ack outcomes the proxy answers OK although they ack nothing (see ``ack_status``).
+STALE_OK = frozenset({AckStatus.SUPERSEDED, AckStatus.ALREADY_ACKED})
 
 
 class Arrivals:
@@ -184,13 +204,9 @@ class ConsumerRpcs:
         filt = receive_filter(request.filter_expression)
         batch = min(max(request.batch_size, 1), MAX_BATCH)
         fifo = self.group_fifo(group, cid)
-        qid = request.message_queue.id
-        if 0 <= qid < config.read_queue_nums:
-            queues = [qid]
-        else:
-            start = next(self._round_robin.setdefault((group, topic), itertools.count()))
-            n = config.read_queue_nums
-            queues = [(start + i) % n for i in range(n)]
+        # The request's queue id is not used: the proxy pops the broker's acting queue (-1).
+        start = next(self._round_robin.setdefault((group, topic), itertools.count()))
+        queues = receive_queues(config.read_queue_nums, start)
         deadline = now_ms() + poll_ms
         while True:
             found = self._pop(group, topic, queues, batch, invisible, filt, fifo)
@@ -342,7 +358,9 @@ class ConsumerRpcs:
         except InvalidReceiptHandle as exc:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
         if lease is None:
-            return spb.ChangeInvisibleDurationResponse(status=ack_status(result, "change invisible time"))
+            return spb.ChangeInvisibleDurationResponse(
+                status=ack_status(result, "change invisible time", stale_ok=False)
+            )
         return spb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=lease.receipt_handle)
 
     async def forward_to_dlq(
