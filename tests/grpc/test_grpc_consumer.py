@@ -349,3 +349,56 @@ async def test_ack_answers_for_stale_expired_and_forged_handles(server: ServerPr
         assert forged.code == pb.INTERNAL_SERVER_ERROR and forged.message == "ack failed: status is abnormal"
         garbled = await ack("not a handle")
         assert garbled.code == pb.INVALID_RECEIPT_HANDLE
+
+
+SDK_PUSH_CONSUMER = Path(__file__).with_name("sdk_push_consumer.py")
+
+
+def push_consume(
+    endpoint: str, group: str, topic: str, expect: int, fail_attempts: int = 1, sleep_s: float = 0
+) -> list[dict[str, Any]]:
+    """Run the SDK's PushConsumer until ``expect`` messages were consumed successfully: every delivery."""
+    args = [endpoint, group, topic, str(expect), str(fail_attempts), "90", str(sleep_s)]
+    proc = subprocess.run(
+        [sys.executable, str(SDK_PUSH_CONSUMER), *args],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"body"')]
+
+
+async def assert_group_has_nothing_left(server: ServerProcess, group: str, topic: str) -> None:
+    async with grpc.aio.insecure_channel(server.grpc) as channel:
+        code, left = await raw_receive(spb_grpc.MessagingServiceStub(channel), group, topic, 0, poll_s=5)
+    assert code == pb.MESSAGE_NOT_FOUND and left == []
+
+
+async def test_sdk_push_consumer_consumes_everything_and_failures_come_back(server: ServerProcess) -> None:
+    topic, group = unique("gc"), unique("GPUSH")
+    await create_topic(server.broker, topic, 4, routed_by=server.namesrv)
+    await produce(server.namesrv, topic, 6, prefix="ok-")
+    sdk_send(server.grpc, topic, [{"body": f"fail-{i}"} for i in range(2)])
+    deliveries = push_consume(server.grpc, group, topic, expect=8, fail_attempts=1)
+    succeeded = sorted(d["body"] for d in deliveries if not d["failed"])
+    assert succeeded == sorted([f"ok-{i}" for i in range(6)] + ["fail-0", "fail-1"]), deliveries
+    for body in ("fail-0", "fail-1"):
+        assert [(d["attempt"], d["failed"]) for d in deliveries if d["body"] == body] == [
+            (1, True),
+            (2, False),
+        ]
+    assert all(d["attempt"] == 1 for d in deliveries if d["body"].startswith("ok-"))
+    await assert_group_has_nothing_left(server, group, topic)
+
+
+async def test_auto_renew_keeps_a_slow_push_consumers_message_invisible(server: ServerProcess) -> None:
+    """A listener busy past the 60 s renew slice: the proxy renews the handle, so the message is not
+    handed out again meanwhile, and the ack by the handle the client holds lands."""
+    topic, group = unique("gc"), unique("GRENEW")
+    await create_topic(server.broker, topic, 1, routed_by=server.namesrv)
+    sdk_send(server.grpc, topic, [{"body": "slow"}])
+    deliveries = push_consume(server.grpc, group, topic, expect=1, fail_attempts=0, sleep_s=72)
+    assert [(d["body"], d["attempt"], d["failed"]) for d in deliveries] == [("slow", 1, False)]
+    await assert_group_has_nothing_left(server, group, topic)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from tidemq.grpc.outgoing import Delivery, ReceiveFilter, receive_filter, to_grpc_message
 from tidemq.grpc.proto import definition_pb2 as pb
 from tidemq.grpc.proto import service_pb2 as spb
+from tidemq.grpc.renewal import RENEW_SLICE_MS, HandleRenewal
 from tidemq.grpc.routes import PERM_READ, PERM_WRITE
 from tidemq.grpc.status import Code, GrpcStatusError, error_status, ok, status
 from tidemq.record import Prop, decode_properties, decode_record, record_properties
@@ -35,12 +36,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: ProxyConfig defaults: the long-polling bounds, receive's invisible-time bounds, the auto-renew slice.
+#: ProxyConfig defaults: the long-polling bounds, receive's invisible-time bounds.
 MIN_LONG_POLLING_MS = 5_000
 MAX_LONG_POLLING_MS = 20_000
 MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
-RENEW_SLICE_MS = 60_000
 #: PopMessageProcessor: a pop takes at most 32 messages.
 MAX_BATCH = 32
 
@@ -152,6 +152,8 @@ class ConsumerRpcs:
         self.group_fifo = group_fifo
         self.max_attempts = max_attempts
         self.arrivals = Arrivals()
+        #: Handles of auto-renew receives (a PushConsumer's), kept alive until acked.
+        self.renewal = HandleRenewal(pop)
         broker.store.dispatch_listeners.append(self.arrivals.notify)
         self._round_robin: dict[tuple[str, str], itertools.count[int]] = {}
 
@@ -216,6 +218,9 @@ class ConsumerRpcs:
                     name=topic, resource_namespace=request.message_queue.topic.resource_namespace
                 )
                 for msg, delivery in found:
+                    if request.auto_renew:
+                        message_id = msg.properties.get(Prop.UNIQ_KEY) or msg.offset_msg_id
+                        self.renewal.add(cid, group, message_id, delivery.receipt_handle, delivery.attempt)
                     yield spb.ReceiveMessageResponse(message=to_grpc_message(msg, delivery, resource))
                 return
             now = now_ms()
@@ -320,6 +325,13 @@ class ConsumerRpcs:
             raise GrpcStatusError(Code.INTERNAL_SERVER_ERROR, f"forward to DLQ failed: {exc}") from None
         log.info("message %s of %s moved to %s after %d attempts", msg.msg_id, msg.topic, topic, attempt - 1)
 
+    async def client_gone(self, client_id: str) -> None:
+        """A client said goodbye: what it held under auto-renew goes back to its group in a second."""
+        await self.renewal.client_gone(client_id)
+
+    async def close(self) -> None:
+        await self.renewal.close()
+
     # --- ack, change invisible, dead letter -------------------------------------------------------------
 
     async def ack(self, request: spb.AckMessageRequest) -> spb.AckMessageResponse:
@@ -328,7 +340,8 @@ class ConsumerRpcs:
         entries = []
         for entry in request.entries:
             try:
-                result = await self.pop.ack(group, entry.receipt_handle, now_ms())
+                handle = self.renewal.take(group, entry.receipt_handle)
+                result = await self.pop.ack(group, handle, now_ms())
                 entry_status = ack_status(result, "ack")
             except InvalidReceiptHandle as exc:
                 entry_status = status(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}")
@@ -353,7 +366,10 @@ class ConsumerRpcs:
         check_invisible(invisible, 0)
         try:
             result, lease = await self.pop.change_invisible(
-                request.group.name, request.receipt_handle, invisible, now_ms()
+                request.group.name,
+                self.renewal.take(request.group.name, request.receipt_handle),
+                invisible,
+                now_ms(),
             )
         except InvalidReceiptHandle as exc:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
@@ -369,8 +385,9 @@ class ConsumerRpcs:
         """The consumer gave up on a message (a push consumer past its attempts): store it in the group's
         DLQ, then ack it (ForwardMessageToDLQActivity; the broker's consumerSendMsgBack with delay -1)."""
         group = request.group.name
+        current = self.renewal.take(group, request.receipt_handle)
         try:
-            handle = ReceiptHandle.decode(request.receipt_handle)
+            handle = ReceiptHandle.decode(current)
         except InvalidReceiptHandle as exc:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
         if handle.is_expired(now_ms()):
@@ -380,5 +397,5 @@ class ConsumerRpcs:
             raise GrpcStatusError(Code.INTERNAL_SERVER_ERROR, "look message by offset failed")
         # Stored in the DLQ before the ack: a crash in between leaves a duplicate, never a loss.
         self._dead_letter(group, msg, request.delivery_attempt + 1)
-        result = await self.pop.ack(group, request.receipt_handle, now_ms())
+        result = await self.pop.ack(group, current, now_ms())
         return spb.ForwardMessageToDeadLetterQueueResponse(status=ack_status(result, "forward to DLQ"))

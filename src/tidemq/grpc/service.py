@@ -197,8 +197,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> spb.NotifyClientTerminationResponse:
-        def run() -> spb.NotifyClientTerminationResponse:
-            self.client_settings.pop(client_id(context), None)
+        async def run() -> spb.NotifyClientTerminationResponse:
+            cid = client_id(context)
+            self.client_settings.pop(cid, None)
+            await self.consumer.client_gone(cid)
             return spb.NotifyClientTerminationResponse(status=ok())
 
         return await self._answer(
