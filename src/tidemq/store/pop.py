@@ -73,8 +73,9 @@ class AckStatus(enum.Enum):
       is expired".
     - SUPERSEDED: the message is in flight under a newer handle (redelivered, or its invisible time
       changed); ALREADY_ACKED: the message was acked; NOT_FOUND: the handle names an offset never handed
-      out (forged). The broker answers these with a non-OK AckResult, which the proxy turns into
-      Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal" (for change-invisible, the same code).
+      out (forged). The 5.x broker acks any offset inside the queue, so the proxy answers an ack with a
+      superseded or already acked handle Code.OK (which acks nothing here); NOT_FOUND gets
+      Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal" (grpc/consumer.py ``ack_status``).
     """
 
     OK = "ok"
