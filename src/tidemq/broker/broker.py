@@ -38,7 +38,7 @@ from tidemq.remoting.transport import (
     RequestDispatcher,
     connect,
 )
-from tidemq.store import MessageStore, StoreConfig
+from tidemq.store import MessageStore, PopStore, StoreConfig
 from tidemq.store.message_store import AppendRequest, record_keys
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ class Broker:
         # The scheduler comes first: store recovery asks it for the delivery time of delayed messages.
         self.schedule = ScheduleService(self)
         self.store = MessageStore(store_config, self._recovered_tags_code)
+        #: The pop-style consumption state of 5.x (gRPC) consumer groups, beside the store.
+        self.pop = PopStore.for_store(store_config)
         documents = self.store.documents("config")
         self.topics = TopicManager(
             TopicConfigTable(documents.path("topics.json")), config, self.request_registration
@@ -104,6 +106,7 @@ class Broker:
 
     async def start(self) -> None:
         await self.store.start()
+        await self.pop.start()
         await self.server.start()
         self.config.port = self.server.port
         host, port = self.config.advertised_addr.rsplit(":", 1)
@@ -137,6 +140,7 @@ class Broker:
         await self.server.close()
         self.consumer_offsets.persist(force=True)
         self.delay_offsets.persist(force=True)
+        await self.pop.close()
         await self.store.close()
 
     # --- message building ---------------------------------------------------------------------------

@@ -59,6 +59,8 @@ class SubscriptionGroupConfig(_JsonShape):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: RocketMQ 5.x's orderly group flag: its 5.x (gRPC) consumers get messages in FIFO order.
+    consume_message_orderly: bool = False
 
 
 class DataVersion:

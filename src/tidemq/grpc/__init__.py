@@ -7,5 +7,7 @@ request handlers (``broker/processors``), the remoting transport, ``nsq/``, ``cl
 
 Modules: ``proto/`` (the protocol, generated), ``status`` (codes and errors), ``convert`` (a gRPC message to
 a stored one), ``settings`` (the Telemetry settings answer), ``routes`` (QueryRoute/QueryAssignment),
-``service`` (the RPCs), ``server`` (the grpc.aio listener).
+``service`` (the RPCs), ``server`` (the grpc.aio listener); the consumer side: ``consumer`` (receive, ack,
+change-invisible, DLQ), ``outgoing`` (a stored message as received, filters), ``renewal`` (auto-renewed
+receipt handles).
 """

@@ -87,3 +87,4 @@ class GrpcServer:
         if self._server is not None:
             await self._server.stop(grace=1.0)
             self._server = None
+        await self.service.consumer.close()

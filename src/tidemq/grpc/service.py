@@ -1,10 +1,10 @@
-"""The MessagingService RPCs of the producer side: QueryRoute, Heartbeat, Telemetry, SendMessage,
-QueryAssignment, NotifyClientTermination and EndTransaction (transactions are grpc/transactions.py's,
-the known clients and their Telemetry streams grpc/clients.py's).
+"""The MessagingService RPCs: QueryRoute, Heartbeat, Telemetry, SendMessage, QueryAssignment,
+NotifyClientTermination and EndTransaction (transactions are grpc/transactions.py's, the known clients and
+their Telemetry streams grpc/clients.py's); the consumer RPCs (ReceiveMessage, AckMessage,
+ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) delegate to ``grpc.consumer``.
 
-Each RPC answers gRPC OK with an ``apache.rocketmq.v2.Status`` inside, as Java's proxy does; the consumer
-RPCs (ReceiveMessage, AckMessage, ChangeInvisibleDuration, ...) are not served yet and fail with gRPC
-UNIMPLEMENTED. See docs/protocols/rocketmq-grpc.md.
+Each RPC answers gRPC OK with an ``apache.rocketmq.v2.Status`` inside, as Java's proxy does. See
+docs/protocols/rocketmq-grpc.md.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from google.protobuf.message import Message as ProtoMessage
 from tidemq.broker.timers import MESSAGES_QUEUE, TimerRejected
 from tidemq.broker.topics import NOT_SENDABLE, is_system_topic, name_problem
 from tidemq.grpc.clients import GrpcClients, telemetry_stream
+from tidemq.grpc.consumer import ConsumerRpcs
 from tidemq.grpc.convert import check_message, queue_for_group, stored_shape
 from tidemq.grpc.proto import definition_pb2 as pb
 from tidemq.grpc.proto import service_pb2 as spb
@@ -91,6 +92,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.client_settings: dict[str, pb.Settings] = {}
         self.clients = GrpcClients()
         self.transactions = GrpcTransactions(broker, self.clients)
+        self.consumer = ConsumerRpcs(
+            broker, broker.pop, lambda group, _cid: self._group_settings(group).fifo, self._max_attempts
+        )
 
     # --- helpers ----------------------------------------------------------------------------------------
 
@@ -121,7 +125,13 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
 
     def _group_settings(self, group: str) -> GroupSettings:
         config = self.broker.groups.get(group)
-        return GroupSettings(retry_max_times=config.retry_max_times) if config else GroupSettings()
+        if config is None:
+            return GroupSettings()
+        return GroupSettings(fifo=config.consume_message_orderly, retry_max_times=config.retry_max_times)
+
+    def _max_attempts(self, group: str) -> int:
+        """The group's retry policy's max attempts, as the settings answer tells its consumers."""
+        return self._group_settings(group).retry_max_times + 1
 
     # --- route and assignment -----------------------------------------------------------------------------
 
@@ -191,10 +201,11 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> spb.NotifyClientTerminationResponse:
-        def run() -> spb.NotifyClientTerminationResponse:
+        async def run() -> spb.NotifyClientTerminationResponse:
             cid = client_id(context)
             self.client_settings.pop(cid, None)
             self.clients.drop(cid)
+            await self.consumer.client_gone(cid)
             return spb.NotifyClientTerminationResponse(status=ok())
 
         return await self._answer(
@@ -354,3 +365,61 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             return self.transactions.end(request)
 
         return await self._answer("EndTransaction", lambda s: spb.EndTransactionResponse(status=s), run)
+
+    # --- consuming (grpc/consumer.py) ---------------------------------------------------------------------
+
+    async def ReceiveMessage(
+        self, request: spb.ReceiveMessageRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        try:
+            cid = client_id(context)
+            check_topic(request.message_queue.topic.name)
+            check_group(request.group.name)
+        except GrpcStatusError as exc:
+            yield spb.ReceiveMessageResponse(status=error_status(exc))
+            return
+        remaining = context.time_remaining()
+        remaining_ms = None if remaining is None else int(remaining * 1000)
+        async for response in self.consumer.receive(request, cid, remaining_ms):
+            yield response
+
+    async def AckMessage(
+        self, request: spb.AckMessageRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.AckMessageResponse:
+        async def run() -> spb.AckMessageResponse:
+            client_id(context)
+            check_topic(request.topic.name)
+            check_group(request.group.name)
+            return await self.consumer.ack(request)
+
+        return await self._answer("AckMessage", lambda s: spb.AckMessageResponse(status=s), run)
+
+    async def ChangeInvisibleDuration(
+        self, request: spb.ChangeInvisibleDurationRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> spb.ChangeInvisibleDurationResponse:
+        async def run() -> spb.ChangeInvisibleDurationResponse:
+            client_id(context)
+            check_topic(request.topic.name)
+            check_group(request.group.name)
+            return await self.consumer.change_invisible(request)
+
+        return await self._answer(
+            "ChangeInvisibleDuration", lambda s: spb.ChangeInvisibleDurationResponse(status=s), run
+        )
+
+    async def ForwardMessageToDeadLetterQueue(
+        self,
+        request: spb.ForwardMessageToDeadLetterQueueRequest,
+        context: grpc.aio.ServicerContext[object, object],
+    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        async def run() -> spb.ForwardMessageToDeadLetterQueueResponse:
+            client_id(context)
+            check_topic(request.topic.name)
+            check_group(request.group.name)
+            return await self.consumer.forward_to_dlq(request)
+
+        return await self._answer(
+            "ForwardMessageToDeadLetterQueue",
+            lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s),
+            run,
+        )

@@ -73,8 +73,9 @@ class AckStatus(enum.Enum):
       is expired".
     - SUPERSEDED: the message is in flight under a newer handle (redelivered, or its invisible time
       changed); ALREADY_ACKED: the message was acked; NOT_FOUND: the handle names an offset never handed
-      out (forged). The broker answers these with a non-OK AckResult, which the proxy turns into
-      Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal" (for change-invisible, the same code).
+      out (forged). The 5.x broker acks any offset inside the queue, so the proxy answers an ack with a
+      superseded or already acked handle Code.OK (which acks nothing here); NOT_FOUND gets
+      Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal" (grpc/consumer.py ``ack_status``).
     """
 
     OK = "ok"
@@ -352,13 +353,20 @@ class PopStore:
     async def ack(self, group: str, receipt_handle: str, now_ms: int) -> AckStatus:
         """Ack the message the handle was issued for; OK only once the ack is logged (and fsynced in
         sync flush mode). Raises InvalidReceiptHandle for a handle that does not parse."""
+        status = self.ack_now(group, receipt_handle, now_ms)
+        if status is AckStatus.OK:
+            await self._durable()
+        return status
+
+    def ack_now(self, group: str, receipt_handle: str, now_ms: int) -> AckStatus:
+        """``ack`` logged but not awaited to disk: for the server's own acks (a message moved to the
+        dead-letter queue, one deleted by retention), where a lost ack means a redelivery, not a loss."""
         handle = ReceiptHandle.decode(receipt_handle)
         status, queue = self._check(group, handle, now_ms)
         if queue is None:
             return status
         del queue.inflight[handle.offset]
         self._log.append([AckRecord(queue.key_id, handle.offset)])
-        await self._durable()
         return status
 
     async def change_invisible(
