@@ -122,9 +122,9 @@ async def test_tidemq_producer_messages_reach_sdk_simple_consumer(server: Server
             for i in range(3):  # a 5.x message group: the sharding key property, one queue
                 msg = Message(topic, f"fifo-{i}".encode(), tags="TagF", properties={"__SHARDINGKEY": "g1"})
                 sent[f"fifo-{i}"] = await producer.send(msg, sharding_key="g1")
-            later = Message(topic, b"later", tags="TagD")
             sent_at_ms = int(time.time() * 1000)
-            sent["later"] = await producer.send(later, delay=timedelta(seconds=3))
+            delayed = Message(topic, b"later", tags="TagD")
+            sent["later"] = await producer.send(delayed, delay=timedelta(seconds=3))
         got = await asyncio.to_thread(receive_acking, sdk, 5)
     finally:
         sdk.close()
