@@ -3,7 +3,10 @@
 docs/protocols/rocketmq-consumption.md#client-registry).
 
 The registry is keyed by connection, not client id, like Java's: a closed or silent connection drops
-out, and every remaining member of its consumer group is told to rebalance.
+out, and every remaining member of its consumer group is told to rebalance. Clients of the other
+front-ends (the gRPC endpoint's 5.x SDKs) have no remoting connection: their front-end registers them
+here by client id (``register_front_end_*``), so the admin views a RocketMQ operator reads (consumer
+connections, who consumes a topic) show them beside the remoting clients, as a 5.x proxy's broker does.
 """
 
 from __future__ import annotations
@@ -111,12 +114,43 @@ class ConsumerGroupInfo:
         return [ch.client_id for ch in self.channels.values()]
 
 
+@dataclass(slots=True)
+class FrontEndClient:
+    """A producer or consumer connected through another front-end: what the admin views show of it."""
+
+    client_id: str
+    address: str
+    language: int
+    version: int
+    #: A consumer's ConsumeType name (a 5.x SimpleConsumer pulls: CONSUME_ACTIVELY; a PushConsumer is
+    #: CONSUME_PASSIVELY) and its subscriptions; unused for a producer.
+    consume_type: str = "CONSUME_PASSIVELY"
+    subscriptions: list[SubscriptionData] = field(default_factory=list)
+
+
 class ClientManager:
     def __init__(self, channel_expiry_s: float = 120.0) -> None:
         self.channel_expiry_s = channel_expiry_s
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[RemotingConnection, ClientChannel]] = {}
         self.notify_enabled: dict[str, bool] = {}
+        #: Other front-ends' clients, by group then client id (they live as long as their front-end says).
+        self.front_end_consumers: dict[str, dict[str, FrontEndClient]] = {}
+        self.front_end_producers: dict[str, dict[str, FrontEndClient]] = {}
+
+    def register_front_end_consumer(self, group: str, client: FrontEndClient) -> None:
+        self.front_end_consumers.setdefault(group, {})[client.client_id] = client
+
+    def register_front_end_producer(self, group: str, client: FrontEndClient) -> None:
+        self.front_end_producers.setdefault(group, {})[client.client_id] = client
+
+    def unregister_front_end(self, client_id: str) -> None:
+        """Forget a front-end's client in every group (it said goodbye, or its stream ended)."""
+        for table in (self.front_end_consumers, self.front_end_producers):
+            for group in list(table):
+                table[group].pop(client_id, None)
+                if not table[group]:
+                    del table[group]
 
     def register_consumer(
         self,

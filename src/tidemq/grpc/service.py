@@ -21,7 +21,7 @@ from google.protobuf.message import Message as ProtoMessage
 
 from tidemq.broker.timers import MESSAGES_QUEUE, TimerRejected
 from tidemq.broker.topics import NOT_SENDABLE, is_system_topic, name_problem
-from tidemq.grpc.clients import GrpcClients, telemetry_stream
+from tidemq.grpc.clients import GrpcClients, peer_of, telemetry_stream
 from tidemq.grpc.consumer import ConsumerRpcs
 from tidemq.grpc.convert import check_message, queue_for_group, stored_shape
 from tidemq.grpc.proto import definition_pb2 as pb
@@ -90,7 +90,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.server_settings = ServerSettings(max_message_size=broker.config.max_message_size)
         #: Each client's last Telemetry settings, by client id (what Heartbeat reads its type from).
         self.client_settings: dict[str, pb.Settings] = {}
-        self.clients = GrpcClients()
+        self.clients = GrpcClients(broker)
         self.transactions = GrpcTransactions(broker, self.clients)
         self.consumer = ConsumerRpcs(
             broker, broker.pop, lambda group, _cid: self._group_settings(group).fifo, self._max_attempts
@@ -244,6 +244,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         except GrpcStatusError as exc:
             yield spb.TelemetryCommand(status=error_status(exc))
             return
+        self.clients.identify(cid, peer_of(context))
 
         # Thread stack traces and verify-message results answer server commands tidemq never sends.
         def answer(command: spb.TelemetryCommand) -> spb.TelemetryCommand | None:

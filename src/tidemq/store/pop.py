@@ -247,6 +247,14 @@ class PopStore:
             return -1
         return min(queue.inflight, default=queue.position)
 
+    def topics_of(self, group: str) -> list[str]:
+        """The topics ``group`` has popped from (what a consume-stats report of the group covers)."""
+        return sorted({t for g, t, _ in self._queues if g == group})
+
+    def groups_of(self, topic: str) -> set[str]:
+        """The groups that have popped from ``topic`` (who consumes it, online or not)."""
+        return {g for g, t, _ in self._queues if t == topic}
+
     def inflight_count(self, group: str, topic: str, queue_id: int) -> int:
         queue = self._queues.get((group, topic, queue_id))
         return 0 if queue is None else len(queue.inflight)

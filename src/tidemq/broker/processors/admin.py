@@ -123,8 +123,11 @@ def consume_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand
     h = GetConsumeStatsRequestHeader.from_ext(req.ext_fields)
     offsets = broker.consumer_offsets
     suffix = "@" + h.consumer_group
+    popped = broker.pop.topics_of(h.consumer_group)
     topics = (
-        [h.topic] if h.topic else sorted({k[: -len(suffix)] for k in offsets.table if k.endswith(suffix)})
+        [h.topic]
+        if h.topic
+        else sorted({k[: -len(suffix)] for k in offsets.table if k.endswith(suffix)} | set(popped))
     )
     table: dict[Any, Any] = {}
     tps = 0.0
@@ -134,7 +137,11 @@ def consume_stats(broker: Broker, conn: RemotingConnection, req: RemotingCommand
             continue
         tps += broker.pulled.tps(topic, h.consumer_group)
         for queue_id in range(config.write_queue_nums):
-            committed = offsets.get(f"{topic}@{h.consumer_group}", queue_id) or 0
+            committed = offsets.get(f"{topic}@{h.consumer_group}", queue_id)
+            if committed is None:
+                # A popping (gRPC) group's progress: its acks advance the pop state's committed offset,
+                # as a 5.x broker's pop acks advance the group's consumer offset.
+                committed = max(0, broker.pop.committed_offset(h.consumer_group, topic, queue_id))
             last = broker.store.store_timestamp_at(topic, queue_id, committed - 1) if committed > 0 else 0
             table[_mq_key(broker, topic, queue_id)] = {
                 "brokerOffset": broker.store.max_offset(topic, queue_id),
@@ -149,32 +156,41 @@ def runtime_info(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
 
 
 def consumer_connections(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
+    """The group's remoting connections and its clients on the other front-ends (a 5.x SDK over gRPC
+    shows as the proxy registers it: CLUSTERING, CONSUME_FROM_LAST_OFFSET, its SDK's language)."""
     group = ConsumerGroupRequestHeader.from_ext(req.ext_fields).consumer_group
     info = broker.clients.consumers.get(group)
-    if info is None or not info.channels:
+    others = list(broker.clients.front_end_consumers.get(group, {}).values())
+    if (info is None or not info.channels) and not others:
         return req.error(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
     connections = [
-        {
-            "clientId": ch.client_id,
-            "clientAddr": c.address,
-            "language": LanguageCode(ch.language).name
-            if ch.language in LanguageCode._value2member_map_
-            else "OTHER",
-            "version": ch.version,
-        }
-        for c, ch in info.channels.items()
-    ]
+        _connection(ch.client_id, c.address, ch.language, ch.version)
+        for c, ch in (info.channels.items() if info else ())
+    ] + [_connection(o.client_id, o.address, o.language, o.version) for o in others]
+    subscriptions = {sub.topic: sub.to_json() for o in others for sub in o.subscriptions}
+    if info is not None:
+        subscriptions |= {topic: sub.to_json() for topic, sub in info.subscriptions.items()}
     return req.response(
         body=orjson.dumps(
             {
                 "connectionSet": connections,
-                "subscriptionTable": {topic: sub.to_json() for topic, sub in info.subscriptions.items()},
-                "consumeType": info.consume_type,
-                "messageModel": info.message_model,
-                "consumeFromWhere": info.consume_from_where,
+                "subscriptionTable": subscriptions,
+                "consumeType": info.consume_type if info else others[0].consume_type,
+                "messageModel": info.message_model if info else "CLUSTERING",
+                "consumeFromWhere": info.consume_from_where if info else "CONSUME_FROM_LAST_OFFSET",
             }
         )
     )
+
+
+def _connection(client_id: str, address: str, language: int, version: int) -> dict[str, Any]:
+    known = language in LanguageCode._value2member_map_
+    return {
+        "clientId": client_id,
+        "clientAddr": address,
+        "language": LanguageCode(language).name if known else "OTHER",
+        "version": version,
+    }
 
 
 def topic_consumed_by(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
@@ -182,6 +198,12 @@ def topic_consumed_by(broker: Broker, conn: RemotingConnection, req: RemotingCom
     ``mqadmin queryMsgById`` builds a message's track from them."""
     topic = TopicRequestHeader.from_ext(req.ext_fields).topic
     groups = {group for group, info in broker.clients.consumers.items() if topic in info.subscriptions}
+    groups |= {
+        group
+        for group, members in broker.clients.front_end_consumers.items()
+        if any(sub.topic == topic for client in members.values() for sub in client.subscriptions)
+    }
+    groups |= broker.pop.groups_of(topic)
     prefix = topic + "@"
     groups |= {key[len(prefix) :] for key in broker.consumer_offsets.table if key.startswith(prefix)}
     return req.response(body=orjson.dumps({"groupList": sorted(groups)}))
