@@ -64,6 +64,21 @@ _store_options = option_group(
         show_default=True,
         help="Delete whole segments older than this.",
     ),
+    click.option(
+        "--retention-bytes",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Also delete the oldest whole segments while the log holds more than this (0: no cap).",
+    ),
+    click.option(
+        "--disk-full-ratio",
+        type=click.FloatRange(0, 1, min_open=True),
+        default=0.90,
+        show_default=True,
+        help="Refuse writes while the disk is more than this share used (Java diskSpaceWarningLevelRatio); "
+        "accepted again below 85 %% used (or below the ratio itself when that is lower).",
+    ),
 )
 _broker_options = option_group(
     click.option("--broker-port", type=click.IntRange(0, 65535), default=10911, show_default=True),
@@ -125,9 +140,18 @@ _broker_options = option_group(
 )
 
 
-def _store_config(data_dir: Path, flush: str, segment_size: int, retention_hours: float) -> StoreConfig:
+def _store_config(
+    data_dir: Path, flush: str, segment_size: int, retention_hours: float, opts: dict[str, Any]
+) -> StoreConfig:
+    full = opts.get("disk_full_ratio", 0.90)
     return StoreConfig(
-        data_dir, segment_bytes=segment_size, flush_mode=FlushMode(flush), file_reserved_hours=retention_hours
+        data_dir,
+        segment_bytes=segment_size,
+        flush_mode=FlushMode(flush),
+        file_reserved_hours=retention_hours,
+        retention_bytes=opts.get("retention_bytes", 0),
+        disk_full_ratio=full,
+        disk_writable_ratio=min(0.85, full),
     )
 
 
@@ -279,7 +303,7 @@ def register(main: click.Group) -> None:
 
         Runs in the foreground; Ctrl-C stops it cleanly. The nsqd registers with the nsqlookupd.
         """
-        store = _store_config(data_dir, flush, segment_size, retention_hours)
+        store = _store_config(data_dir, flush, segment_size, retention_hours, opts)
         nsqd = nsqd_config(listen, nsqd_tcp_port, nsqd_http_port, opts)
         lookupd = LookupdConfig(
             listen, lookupd_tcp_port, lookupd_http_port, broadcast_address=nsqd.broadcast_address
@@ -317,7 +341,7 @@ def register(main: click.Group) -> None:
         http_host, http_port = host_port(http_address, "--http-address")
         if http_host != host:
             raise click.BadParameter("must use the same host as --tcp-address", param_hint="--http-address")
-        store = _store_config(data_dir, flush, segment_size, retention_hours)
+        store = _store_config(data_dir, flush, segment_size, retention_hours, opts)
         run_plan(ServerPlan(None, 0, None, store, nsqd_config(host, tcp_port, http_port, opts)))
 
     @main.command()
@@ -350,5 +374,5 @@ def register(main: click.Group) -> None:
         for addr in addrs:
             if not is_host_port(addr):
                 raise click.BadParameter(f"{addr!r} is not HOST:PORT", param_hint="--namesrv")
-        store = _store_config(data_dir, flush, segment_size, retention_hours)
+        store = _store_config(data_dir, flush, segment_size, retention_hours, opts)
         run_plan(ServerPlan(None, 0, _broker_config(listen, addrs, opts), store))

@@ -198,19 +198,25 @@ class CommitLog:
     def dirty_segments(self) -> list[MappedFile]:
         return [seg for seg in self.segments if seg.dirty]
 
-    def delete_expired(self, max_age_s: float, force_count: int = 0) -> int:
-        """Delete whole segments older than ``max_age_s`` (and ``force_count`` oldest ones regardless).
-
-        The active segment always stays. Returns how many were deleted.
-        """
+    def delete_expired(self, max_age_s: float, max_bytes: int = 0) -> int:
+        """Delete whole segments older than ``max_age_s``, and the oldest while the log holds more than
+        ``max_bytes`` (0: no cap). The active segment always stays. Returns how many were deleted."""
         deleted = 0
         now = time.time()
+        held = sum(seg.write_pos for seg in self.segments)
         while len(self.segments) > 1:
             seg = self.segments[0]
             age = now - seg.path.stat().st_mtime
-            if age < max_age_s and deleted >= force_count:
+            over_cap = 0 < max_bytes < held
+            if age < max_age_s and not over_cap:
                 break
-            log.info("retention: deleting commit-log segment %s (age %.0fs)", seg.path.name, age)
+            log.info(
+                "retention: deleting commit-log segment %s (age %.0fs, log %d bytes)",
+                seg.path.name,
+                age,
+                held,
+            )
+            held -= seg.write_pos
             seg.destroy()
             self.segments.pop(0)
             deleted += 1

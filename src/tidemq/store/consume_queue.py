@@ -79,6 +79,19 @@ class ConsumeQueue:
                 last.truncate_to(byte_end - last.base)
         self.max_offset = new_max
 
+    def rollback_to(self, max_offset: int) -> None:
+        """Take back entries from ``max_offset`` on, appended for a write the store then refused, so the
+        offsets are handed out again only to the record that is really stored there."""
+        if max_offset >= self.max_offset:
+            return
+        byte_end = max_offset * ENTRY_SIZE
+        while len(self.files) > 1 and self.files[-1].base >= byte_end:
+            self.files.pop().destroy()
+        if self.files:
+            last = self.files[-1]
+            last.rollback_to(max(0, byte_end - last.base))
+        self.max_offset = max_offset
+
     def append(self, phys: int, size: int, tags_code: int) -> int:
         offset = self.max_offset
         self._writable_file().append(ENTRY.pack(phys, size, tags_code))

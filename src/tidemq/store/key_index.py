@@ -78,8 +78,20 @@ class KeyIndex:
         """Write what was added since the last call to the file (not fsynced); False if nothing was."""
         if not self._pending:
             return False
-        data, self._pending = self._pending, bytearray()
-        os.write(self._fd, data)
+        size = os.fstat(self._fd).st_size
+        view = memoryview(self._pending)
+        done = 0
+        try:
+            while done < len(view):
+                done += os.write(self._fd, view[done:])
+        except OSError:
+            # A full disk: the entries stay pending for the next flush (the caller's checkpoint does not
+            # pass them meanwhile), and the part that was written goes, so no entry is torn or doubled.
+            view.release()
+            os.ftruncate(self._fd, size)
+            raise
+        view.release()
+        self._pending = bytearray()
         return True
 
     def fileno(self) -> int:

@@ -103,11 +103,16 @@ class MappedFile:
         if pos + len(view) > self._allocated and self.allocate_ahead:
             self._allocate(pos, len(view))
         done = 0
-        while done < len(view):
-            written = os.pwrite(self._fd, view[done:], pos + done)
-            if written <= 0:
-                raise OSError("short write")
-            done += written
+        try:
+            while done < len(view):
+                written = os.pwrite(self._fd, view[done:], pos + done)
+                if written <= 0:
+                    raise OSError("short write")
+                done += written
+        except OSError:
+            if done:  # a full disk took part of it: leave no half record behind the write position
+                self.rollback_to(pos)
+            raise
         self.write_pos = pos + len(view)
         self.dirty = True
         return pos
@@ -153,6 +158,15 @@ class MappedFile:
         self._mm = mmap.mmap(self._fd, self.capacity, access=mmap.ACCESS_READ)
         self.write_pos = pos
         self._allocated = pos
+
+    def rollback_to(self, pos: int) -> None:
+        """Take back what was appended from ``pos`` on (a write refused after it reached the file): its
+        blocks are freed and it reads as zeros again. Unlike ``truncate_to`` the mapping stays, so
+        readers holding it are not disturbed; nothing is fsynced, as nothing of it was acknowledged."""
+        os.ftruncate(self._fd, pos)
+        os.ftruncate(self._fd, self.capacity)
+        self.write_pos = min(self.write_pos, pos)
+        self._allocated = min(self._allocated, pos)
 
     def close(self) -> None:
         self._mm.close()

@@ -27,6 +27,7 @@ from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
+from tidemq.store.disk_guard import DiskGuard
 from tidemq.store.documents import Documents, read_json, write_json_atomic
 from tidemq.store.key_index import KeyIndex
 from tidemq.store.mapped_file import MappedFile
@@ -117,6 +118,7 @@ class MessageStore:
         self._tasks: list[asyncio.Task[None]] = []
         self._fs_lock = asyncio.Lock()
         self._closed = False
+        self.disk = DiskGuard(root, config.disk_full_ratio, config.disk_writable_ratio)
         self._recover()
 
     # --- start-up ----------------------------------------------------------------------------------
@@ -188,6 +190,7 @@ class MessageStore:
             asyncio.create_task(self._flush_commitlog_loop()),
             asyncio.create_task(self._flush_queues_loop()),
             asyncio.create_task(self._retention_loop()),
+            asyncio.create_task(self.disk.watch(self.config.disk_check_interval_s)),
         ]
 
     def documents(self, folder: str) -> Documents:
@@ -226,6 +229,8 @@ class MessageStore:
     def _reserve(self, size: int) -> MappedFile:
         if self._closed:
             raise StoreError("store is shut down")
+        if self.disk.full:
+            raise StoreError(self.disk.refusal())
         try:
             return self.commitlog.reserve(size)
         except OSError as exc:
@@ -254,12 +259,19 @@ class MessageStore:
             queue_offsets.append(qoff)
             phys += len(req.record)
         self._write(seg, requests[0].record if len(requests) == 1 else b"".join(r.record for r in requests))
-        for req, cq, phys_offset in zip(requests, queues, phys_offsets, strict=True):
-            cq.append(phys_offset, len(req.record), req.tags_code)
+        queue_ends = {id(cq): cq.max_offset for cq in queues}
+        try:
+            for req, cq, phys_offset in zip(requests, queues, phys_offsets, strict=True):
+                cq.append(phys_offset, len(req.record), req.tags_code)
+        except OSError as exc:
+            self._roll_back(seg, phys_offsets[0], [(cq, queue_ends[id(cq)]) for cq in queues])
+            raise self._write_failure(exc) from None
+        for req, phys_offset in zip(requests, phys_offsets, strict=True):
             if self.index is not None and req.keys:
                 self.index.add(req.topic, req.keys, phys_offset)
+        for req, queue_offset in zip(requests, queue_offsets, strict=True):
             for listener in self.dispatch_listeners:
-                listener(req.topic, req.queue_id, cq.max_offset, req.tags_code)
+                listener(req.topic, req.queue_id, queue_offset + 1, req.tags_code)
         return PutResult(phys_offsets, queue_offsets, phys)
 
     def put_batch(self, topic: str, queue_id: int, batch: StoredBatch) -> PutResult:
@@ -277,13 +289,26 @@ class MessageStore:
             phys_offsets.append(base + pos)
             pos += size
         self._write(seg, data)
-        cq.append_many(phys_offsets, sizes, batch.tags_codes)
+        try:
+            cq.append_many(phys_offsets, sizes, batch.tags_codes)
+        except OSError as exc:
+            self._roll_back(seg, base, [(cq, first_queue_offset)])
+            raise self._write_failure(exc) from None
         if self.index is not None:
             self.index.add_many(topic, batch.keys, phys_offsets)
         for listener in self.dispatch_listeners:
             for tags_code in set(batch.tags_codes):
                 listener(topic, queue_id, cq.max_offset, tags_code)
         return PutResult(phys_offsets, list(range(first_queue_offset, cq.max_offset)), base + pos)
+
+    def _roll_back(self, seg: MappedFile, log_pos: int, queue_ends: list[tuple[ConsumeQueue, int]]) -> None:
+        """Undo a write whose consume-queue entries could not be stored (a full disk): the records leave
+        the log and the entries the queues, so no queue offset is handed out twice and no refused record
+        comes back when the queues are rebuilt from the log."""
+        for cq, end in queue_ends:
+            cq.rollback_to(end)
+        seg.rollback_to(log_pos - seg.base)
+        self.commitlog.flushed = min(self.commitlog.flushed, self.commitlog.max_offset)
 
     @staticmethod
     def _write_failure(exc: OSError) -> StoreError:
@@ -370,7 +395,12 @@ class MessageStore:
                 raise
             for mf in files:
                 mf.dirty = False
-            await _finish_in_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
+            try:
+                await _finish_in_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
+            except OSError:
+                for mf in files:  # fsynced again next time, before a checkpoint can pass them
+                    mf.dirty = True
+                raise
 
     # --- reading ------------------------------------------------------------------------------------
 
@@ -527,10 +557,12 @@ class MessageStore:
                 log.error("store: retention failed: %s", exc)
 
     async def apply_retention(self) -> int:
-        usage = shutil.disk_usage(self.config.data_dir)
-        force = 1 if usage.used / usage.total > self.config.disk_max_used_ratio else 0
+        """Delete whole segments past their age or past ``retention_bytes``: only by those rules, never
+        because the disk is filling up (a full disk refuses writes instead, see DiskGuard)."""
         async with self._fs_lock:  # files are closed here: not while a flush fsyncs them in a thread
-            deleted = self.commitlog.delete_expired(self.config.file_reserved_hours * 3600, force)
+            deleted = self.commitlog.delete_expired(
+                self.config.file_reserved_hours * 3600, self.config.retention_bytes
+            )
             if deleted:
                 log_min = self.commitlog.min_offset
                 for cq in self._queues.values():
