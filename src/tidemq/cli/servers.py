@@ -77,7 +77,7 @@ _store_options = option_group(
         default=0.90,
         show_default=True,
         help="Refuse writes while the disk is more than this share used (Java diskSpaceWarningLevelRatio); "
-        "accepted again below 85 %% used (or below the ratio itself when that is lower).",
+        "accepted again below 85 % used (or below the ratio itself when that is lower).",
     ),
 )
 _broker_options = option_group(
