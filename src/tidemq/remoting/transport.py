@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer, TaskSet, cancel_and_wait
+from tidemq.remoting.bodies import BodyError
 from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, FrameError, HeaderError, encode_parts
@@ -215,6 +216,10 @@ class RemotingConnection(BufferedReceiver):
 
     def failure_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         """The answer to a request whose processor raised (logged unless the request itself was bad)."""
+        if isinstance(exc, BodyError):
+            # Java answers a body fastjson cannot decode with SYSTEM_ERROR and a one-line description.
+            log.info("refused request %s from %s: %s", request.code, self.address, exc)
+            return request.error(ResponseCode.SYSTEM_ERROR, str(exc))
         if isinstance(exc, HeaderFieldError | ValueError):
             return request.error(ResponseCode.SYSTEM_ERROR, f"bad request {request.code}: {exc}")
         log.exception("processor for code %s failed", request.code)
