@@ -7,6 +7,7 @@ requests to a handler, because brokers call clients back on the connection the c
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import itertools
 import logging
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer, TaskSet, cancel_and_wait
+from tidemq.remoting.bodies import BodyError
 from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, FrameError, HeaderError, encode_parts
@@ -25,6 +27,12 @@ log = logging.getLogger(__name__)
 
 #: A timer may run a hair before its deadline by the loop's clock; what is this close counts as expired.
 _EXPIRY_SLACK_S = 0.001
+#: Answers queued for one connection, in bytes, past which its further requests wait until the peer has
+#: read (docs/rocketmq-broker.md#connection-limits). Netty's channel stops being writable at 64 KiB; one
+#: pull answer can be a few MiB, so the bound is one maximum-size message (maxMessageSize, 4 MiB).
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+#: A peer that has read nothing of what it asked for this long is closed (a slow consumer).
+SLOW_PEER_TIMEOUT_S = 120.0
 
 ProcessorResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 Processor = Callable[["RemotingConnection", RemotingCommand], ProcessorResult]
@@ -114,6 +122,12 @@ class RemotingConnection(BufferedReceiver):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._output = OutputBuffer(self._write)
+        #: Bytes handed to ``send`` and not yet given to the transport.
+        self._unflushed = 0
+        #: Requests read but not yet dispatched, because what is queued for the peer passed the bound.
+        self._backlog: collections.deque[RemotingCommand] = collections.deque()
+        self._backlog_scheduled = False
+        self._slow_peer: asyncio.TimerHandle | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("", 0)
         self.local: tuple[str, int] = ("", 0)
@@ -147,8 +161,48 @@ class RemotingConnection(BufferedReceiver):
                 fut = self._pending.pop(cmd.opaque, None)
                 if fut is not None and not fut.done():
                     fut.set_result(cmd)
+            elif self._backlog or self._over_high_water():
+                self._park(cmd)
             else:
                 self._dispatch(cmd)
+
+    # --- output bound: a peer that does not read stops being served ---------------------------------
+
+    def _over_high_water(self) -> bool:
+        queued = self._unflushed
+        if self._transport is not None:
+            queued += self._transport.get_write_buffer_size()
+        return queued >= WRITE_HIGH_WATER
+
+    def _park(self, request: RemotingCommand) -> None:
+        """Keep a request until the peer has read its earlier answers; read nothing more meanwhile."""
+        if not self._backlog and self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+            self._output.flush()
+        self._backlog.append(request)
+        self._schedule_backlog()
+
+    def _schedule_backlog(self) -> None:
+        if not self._backlog_scheduled and self._can_write.is_set():
+            self._backlog_scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_backlog)
+
+    def _run_backlog(self) -> None:
+        """Dispatch parked requests while the output stays under the bound (on a later loop pass, once
+        what was queued has gone to the socket)."""
+        self._backlog_scheduled = False
+        if self.is_closed:
+            self._backlog.clear()
+            return
+        while self._backlog and self._can_write.is_set():
+            if self._over_high_water():
+                self._output.flush()
+                if self._over_high_water():
+                    self._schedule_backlog()  # pause_writing may stop it; resume_writing restarts it
+                    return
+            self._dispatch(self._backlog.popleft())
+        if not self._backlog and self._can_write.is_set():
+            self._transport.resume_reading()  # type: ignore[union-attr]
 
     def eof_received(self) -> bool | None:
         # A half-closed peer sends nothing more; answers still in flight would go nowhere useful.
@@ -165,6 +219,10 @@ class RemotingConnection(BufferedReceiver):
             self._expiry = None
         for task in self._tasks:
             task.cancel()
+        self._backlog.clear()
+        if self._slow_peer is not None:
+            self._slow_peer.cancel()
+            self._slow_peer = None
         self._can_write.set()
         if not self.closed.done():
             self.closed.set_result(None)
@@ -172,15 +230,31 @@ class RemotingConnection(BufferedReceiver):
             self._on_close(self)
 
     def pause_writing(self) -> None:
-        # The peer is not reading: stop reading its requests too, so it cannot make us buffer forever.
+        # The peer is not reading: stop reading its requests too, so it cannot make us buffer forever,
+        # and close it if it stays so (a slow consumer).
         self._can_write.clear()
         if self._transport is not None:
             self._transport.pause_reading()
+        if self._slow_peer is None:
+            self._slow_peer = asyncio.get_running_loop().call_later(
+                SLOW_PEER_TIMEOUT_S, self._close_slow_peer
+            )
 
     def resume_writing(self) -> None:
         self._can_write.set()
+        if self._slow_peer is not None:
+            self._slow_peer.cancel()
+            self._slow_peer = None
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.resume_reading()
+            if self._backlog:
+                self._schedule_backlog()
+            else:
+                self._transport.resume_reading()
+
+    def _close_slow_peer(self) -> None:
+        self._slow_peer = None
+        log.warning("closing %s: it read nothing for %.0f s", self.address, SLOW_PEER_TIMEOUT_S)
+        self.abort()
 
     # --- requests from the peer ---------------------------------------------------------------------
 
@@ -215,6 +289,10 @@ class RemotingConnection(BufferedReceiver):
 
     def failure_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         """The answer to a request whose processor raised (logged unless the request itself was bad)."""
+        if isinstance(exc, BodyError):
+            # Java answers a body fastjson cannot decode with SYSTEM_ERROR and a one-line description.
+            log.info("refused request %s from %s: %s", request.code, self.address, exc)
+            return request.error(ResponseCode.SYSTEM_ERROR, str(exc))
         if isinstance(exc, HeaderFieldError | ValueError):
             return request.error(ResponseCode.SYSTEM_ERROR, f"bad request {request.code}: {exc}")
         log.exception("processor for code %s failed", request.code)
@@ -255,11 +333,13 @@ class RemotingConnection(BufferedReceiver):
                 )
             return
         self.last_activity = time.monotonic()
+        self._unflushed += len(head) + len(body)
         self._output.write(head)
         if body:
             self._output.write(body)
 
     def _write(self, data: Bytes) -> None:
+        self._unflushed = 0
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
 

@@ -14,6 +14,7 @@ from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.topics import is_system_topic, name_problem
 from tidemq.record import MessageDecodeError, decode_offset_msg_id
 from tidemq.remoting import jsonx
+from tidemq.remoting.bodies import body_shape, json_object, required_text
 from tidemq.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import (
@@ -210,8 +211,10 @@ def topic_consumed_by(broker: Broker, conn: RemotingConnection, req: RemotingCom
 
 
 def create_group(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
-    data = jsonx.loads(bytes(req.body))
-    config = SubscriptionGroupConfig.from_json(data)
+    data = json_object(req.body, "SubscriptionGroupConfig")
+    required_text(data, "groupName", "SubscriptionGroupConfig")
+    with body_shape("SubscriptionGroupConfig"):
+        config = SubscriptionGroupConfig.from_json(data)
     problem = name_problem(config.group_name, "group")
     if problem:
         return req.error(ResponseCode.SYSTEM_ERROR, problem)

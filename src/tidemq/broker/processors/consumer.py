@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -15,7 +15,7 @@ from tidemq.broker.processors import after_registration, register_table
 from tidemq.broker.processors.send import subscription_group
 from tidemq.broker.topics import name_problem
 from tidemq.filter import SQL92, TAG, SqlParseError, compile_sql
-from tidemq.remoting import jsonx
+from tidemq.remoting.bodies import body_shape, json_object, object_field, objects, required_text, text
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import (
@@ -56,21 +56,17 @@ def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
     )
 
 
-def _json_body(req: RemotingCommand) -> Any:
-    if not req.body:
-        raise ValueError("request body is empty")
-    return jsonx.loads(bytes(req.body))
-
-
 def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
-    data = _json_body(req)
-    client_id = str(data.get("clientID") or "")
+    data = json_object(req.body, "HeartbeatData")
+    client_id = text(data, "clientID", "HeartbeatData")
     if not client_id:
         return req.error(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
+    consumers = objects(data, "consumerDataSet", "HeartbeatData")
+    producers = objects(data, "producerDataSet", "HeartbeatData")
     channel = ClientChannel(client_id, req.language, req.version, time.monotonic())
     topics_before = broker.topics.table.data_version.counter
-    for consumer in data.get("consumerDataSet") or []:
-        group = str(consumer.get("groupName") or "")
+    for consumer in consumers:
+        group = text(consumer, "groupName", "ConsumerData")
         problem = name_problem(group, "group")
         if problem:
             return req.error(ResponseCode.SYSTEM_ERROR, problem)
@@ -80,26 +76,30 @@ def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
         broker.clients.notify_enabled[group] = config.notify_consumer_ids_changed_enable
-        model = str(consumer.get("messageModel") or "CLUSTERING")
+        model = text(consumer, "messageModel", "ConsumerData") or "CLUSTERING"
         if model == "CLUSTERING":
             broker.topics.ensure(retry_topic(group), config.retry_queue_nums)
         try:
-            subs = [SubscriptionData.from_json(s) for s in consumer.get("subscriptionDataSet") or []]
+            with body_shape("SubscriptionData"):
+                subs = [
+                    SubscriptionData.from_json(s)
+                    for s in objects(consumer, "subscriptionDataSet", "ConsumerData")
+                ]
         except SqlParseError as e:
             return req.error(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the subscription failed: {e}")
         changed = broker.clients.register_consumer(
             group,
             conn,
             channel,
-            str(consumer.get("consumeType") or "CONSUME_PASSIVELY"),
+            text(consumer, "consumeType", "ConsumerData") or "CONSUME_PASSIVELY",
             model,
-            str(consumer.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"),
+            text(consumer, "consumeFromWhere", "ConsumerData") or "CONSUME_FROM_LAST_OFFSET",
             subs,
         )
         if changed:
             broker.clients.notify_ids_changed(group)
-    for producer in data.get("producerDataSet") or []:
-        broker.clients.register_producer(str(producer.get("groupName") or ""), conn, channel)
+    for producer in producers:
+        broker.clients.register_producer(text(producer, "groupName", "ProducerData"), conn, channel)
     response = req.response()
     if broker.topics.table.data_version.counter != topics_before:
         # A retry topic was just created: consumers look its route up right after this answer.
@@ -172,30 +172,36 @@ def search_offset(broker: Broker, conn: RemotingConnection, req: RemotingCommand
     return req.response(ext_fields={"offset": str(offset)})
 
 
-def _queue_keys(items: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
-    return [(str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"])) for mq in items]
+def _lock_body(req: RemotingCommand, what: str) -> tuple[str, str, list[tuple[str, str, int]]]:
+    """(group, client id, queues) of a LockBatchRequestBody / UnlockBatchRequestBody."""
+    data = json_object(req.body, what)
+    group = required_text(data, "consumerGroup", what)
+    client_id = required_text(data, "clientId", what)
+    with body_shape(what):
+        queues = [
+            (str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"]))
+            for mq in objects(data, "mqSet", what)
+        ]
+    return group, client_id, queues
 
 
 def lock_batch(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
-    data = _json_body(req)
-    group, client_id = str(data["consumerGroup"]), str(data["clientId"])
-    held = broker.locks.try_lock_batch(group, _queue_keys(data.get("mqSet") or []), client_id)
+    group, client_id, queues = _lock_body(req, "LockBatchRequestBody")
+    held = broker.locks.try_lock_batch(group, queues, client_id)
     body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in held]}
     return req.response(body=orjson.dumps(body))
 
 
 def unlock_batch(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
-    data = _json_body(req)
-    broker.locks.unlock_batch(
-        str(data["consumerGroup"]), _queue_keys(data.get("mqSet") or []), str(data["clientId"])
-    )
+    group, client_id, queues = _lock_body(req, "UnlockBatchRequestBody")
+    broker.locks.unlock_batch(group, queues, client_id)
     return req.response()
 
 
 def check_client_config(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -> Result:
-    data = _json_body(req)
-    sub = data.get("subscriptionData") or {}
-    expression_type = str(sub.get("expressionType") or TAG)
+    data = json_object(req.body, "CheckClientRequestBody")
+    sub = object_field(data, "subscriptionData", "CheckClientRequestBody")
+    expression_type = text(sub, "expressionType", "SubscriptionData") or TAG
     if expression_type == TAG:
         return req.response()
     if expression_type != SQL92:
@@ -204,7 +210,7 @@ def check_client_config(broker: Broker, conn: RemotingConnection, req: RemotingC
             f"The broker does not support consumer to filter message by {expression_type}",
         )
     try:
-        compile_sql(str(sub.get("subString") or ""))
+        compile_sql(text(sub, "subString", "SubscriptionData"))
     except SqlParseError as e:
         return req.error(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the subscription failed: {e}")
     return req.response()

@@ -149,6 +149,9 @@ def pull_message(
         timeout_ms = (
             h.suspend_timeout_millis if broker.config.long_polling else broker.config.short_polling_ms
         )
+        refusal = broker.holds.refusal(conn)
+        if refusal is not None:
+            return req.error(ResponseCode.SYSTEM_BUSY, refusal)
         broker.holds.hold(h.topic, h.queue_id, conn, req, h.queue_offset, match, max(0, timeout_ms) / 1000)
         return None
     ext = {
