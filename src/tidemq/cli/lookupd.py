@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from tidemq.address import LOCALHOST
-from tidemq.cli.nsq_options import Decorator, host_port
+from tidemq.cli.nsq_options import Decorator, connection_limit_options, connection_limits, host_port
 from tidemq.cli.servers import config_option, run_plan
 from tidemq.embedded import ServerPlan
 from tidemq.nsq.client import parse_duration
@@ -60,12 +60,14 @@ def register(main: click.Group) -> None:
     @_duration_option(
         "--tombstone-lifetime", "45s", "How long a tombstoned producer stays hidden from /lookup."
     )
+    @connection_limit_options
     def nsqlookupd(
         tcp_address: str,
         http_address: str,
         broadcast_address: str,
         inactive_producer_timeout: float,
         tombstone_lifetime: float,
+        **opts: Any,
     ) -> None:
         """Run an nsqlookupd-compatible discovery server (foreground; Ctrl-C stops it)."""
         tcp_host, tcp_port = host_port(tcp_address, "--tcp-address")
@@ -78,5 +80,6 @@ def register(main: click.Group) -> None:
             broadcast_address=broadcast_address,
             inactive_producer_timeout_s=inactive_producer_timeout,
             tombstone_lifetime_s=tombstone_lifetime,
+            connection_limits=connection_limits(opts),
         )
         run_plan(ServerPlan(lookupd=config))

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tidemq.nsq.client import parse_duration
+from tidemq.nsq.guard import ConnectionLimits
 from tidemq.nsq.nsqd.config import NsqdConfig, TLSRequired
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -52,6 +53,17 @@ def _window(ctx: click.Context, param: click.Parameter, value: Any) -> float:
     return seconds
 
 
+def _idle_timeout(ctx: click.Context, param: click.Parameter, value: Any) -> float:
+    """A Go duration or a number of seconds; 0 turns the timeout off."""
+    try:
+        seconds = float(value) if isinstance(value, int | float) else parse_duration(str(value))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a duration (use e.g. 60s, 5m; 0 for none)") from None
+    if seconds < 0:
+        raise click.BadParameter(f"{value!r} is negative")
+    return seconds
+
+
 def option_group(*options: Decorator) -> Decorator:
     """Several click options as one decorator; ``--help`` lists them in the order given."""
 
@@ -63,7 +75,44 @@ def option_group(*options: Decorator) -> Decorator:
     return apply
 
 
+#: The caps on nsqd's HTTP port and nsqlookupd's ports (docs/nsq-server.md#connection-limits).
+connection_limit_options = option_group(
+    click.option(
+        "--idle-timeout",
+        default="60s",
+        show_default=True,
+        callback=_idle_timeout,
+        metavar="DURATION",
+        help="NSQ HTTP and lookupd ports: close a connection that sent nothing this long (0: never).",
+    ),
+    click.option(
+        "--max-connections-per-ip",
+        type=click.IntRange(min=0),
+        default=ConnectionLimits().max_connections_per_ip,
+        show_default=True,
+        help="NSQ HTTP and lookupd ports: open connections from one IP, per port (0: no cap).",
+    ),
+    click.option(
+        "--max-connections",
+        type=click.IntRange(min=0),
+        default=ConnectionLimits().max_connections,
+        show_default=True,
+        help="NSQ HTTP and lookupd ports: open connections in total, per port (0: no cap).",
+    ),
+)
+
+
+def connection_limits(opts: dict[str, Any]) -> ConnectionLimits:
+    """Take the connection limit options out of ``opts``."""
+    return ConnectionLimits(
+        idle_timeout_s=opts.pop("idle_timeout"),
+        max_connections_per_ip=opts.pop("max_connections_per_ip"),
+        max_connections=opts.pop("max_connections"),
+    )
+
+
 nsq_options = option_group(
+    connection_limit_options,
     click.option(
         "--msg-timeout",
         "msg_timeout_ms",
@@ -156,4 +205,5 @@ def nsqd_config(host: str, tcp_port: int, http_port: int | None, opts: dict[str,
         max_deflate_level=opts.pop("max_deflate_level"),
         e2e_processing_latency_percentiles=opts.pop("e2e_percentiles"),
         e2e_processing_latency_window_s=opts.pop("e2e_window_s"),
+        connection_limits=connection_limits(opts),
     )

@@ -306,7 +306,11 @@ def register(main: click.Group) -> None:
         store = _store_config(data_dir, flush, segment_size, retention_hours, opts)
         nsqd = nsqd_config(listen, nsqd_tcp_port, nsqd_http_port, opts)
         lookupd = LookupdConfig(
-            listen, lookupd_tcp_port, lookupd_http_port, broadcast_address=nsqd.broadcast_address
+            listen,
+            lookupd_tcp_port,
+            lookupd_http_port,
+            broadcast_address=nsqd.broadcast_address,
+            connection_limits=nsqd.connection_limits,
         )
         broker = _broker_config(listen, [], opts)
         nsqd.acl_file = broker.acl_file  # the same accounts guard AUTH on the NSQ side

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from tidemq.address import LOCALHOST
+from tidemq.nsq.guard import ConnectionGate, ConnectionLimits
+from tidemq.nsq.http_server import HttpGuard, serve
 from tidemq.nsq.lookupd.http import make_app
 from tidemq.nsq.lookupd.registry import RegistrationDB
 from tidemq.nsq.lookupd.tcp import LookupConnection
@@ -32,6 +34,9 @@ class LookupdConfig:
     tombstone_lifetime_s: float = 45.0
     #: Separate HTTP host; None means ``host``.
     http_host: str | None = None
+    #: Each port's idle timeout and connection caps (docs/nsq-lookupd.md#connection-limits); the idle
+    #: timeout must exceed nsqd's 15 s PING interval.
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 class Nsqlookupd:
@@ -44,6 +49,7 @@ class Nsqlookupd:
             tombstone_lifetime_s=config.tombstone_lifetime_s,
         )
         self.connections: set[LookupConnection] = set()
+        self.tcp_gate = ConnectionGate(config.connection_limits)
         self._tcp: asyncio.Server | None = None
         self._http: web.AppRunner | None = None
 
@@ -62,15 +68,13 @@ class Nsqlookupd:
         self._tcp = await loop.create_server(lambda: LookupConnection(self), cfg.host, cfg.tcp_port)
         cfg.tcp_port = self._tcp.sockets[0].getsockname()[1]
         try:
-            runner = web.AppRunner(make_app(self.db), access_log=None)
-            await runner.setup()
-            self._http = runner
-            site = web.TCPSite(runner, cfg.http_host or cfg.host, cfg.http_port)
-            await site.start()
+            guard = HttpGuard("lookupd http", cfg.connection_limits)
+            self._http, cfg.http_port = await serve(
+                make_app(self.db), cfg.http_host or cfg.host, cfg.http_port, guard
+            )
         except BaseException:
             await self.close()
             raise
-        cfg.http_port = runner.addresses[0][1]
         log.info(
             "nsqlookupd: TCP on %s:%d, HTTP on %s:%d, broadcasting %s",
             cfg.host,

@@ -18,6 +18,7 @@ import orjson
 
 from tidemq.address import join_host_port
 from tidemq.aio import BufferedReceiver
+from tidemq.nsq.guard import RateLimitedLog
 from tidemq.nsq.lookupd.registry import PeerInfo
 from tidemq.nsq.protocol import (
     MAGIC_V1,
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from tidemq.nsq.lookupd.server import Nsqlookupd
 
 log = logging.getLogger(__name__)
+#: Refusals past the connection caps: a few lines a second, however many are refused.
+bad_requests = RateLimitedLog(log, 5)
 
 MAX_IDENTIFY_BODY = 1024 * 1024
 _SIZE = struct.Struct(">i")
@@ -135,16 +138,48 @@ class LookupConnection(BufferedReceiver):
         self.parser = LookupParser(announce_bodies=True)
         self.transport: asyncio.Transport | None = None
         self.remote = ""
+        self.ip = ""
         self.peer: PeerInfo | None = None
+        self.admitted = False
+        self.last_read = 0.0
+        self.idle_handle: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         peer = transport.get_extra_info("peername")
         self.remote = join_host_port(peer[0], peer[1]) if peer else ""
+        self.ip = str(peer[0]) if peer else ""
+        reason = self.lookupd.tcp_gate.admit(self.ip)
+        if reason is not None:
+            bad_requests.warning("lookupd: refused a connection from %s: %s", self.remote, reason)
+            self.transport.write(encode_response(b"E_TOO_MANY_CONNECTIONS " + reason.encode()))
+            self.transport.close()
+            return
+        self.admitted = True
         self.lookupd.connections.add(self)
+        self.last_read = asyncio.get_running_loop().time()
+        self._schedule_idle_check(self.last_read)
         log.debug("lookupd: new client %s", self.remote)
 
+    def _schedule_idle_check(self, since: float) -> None:
+        timeout = self.lookupd.config.connection_limits.idle_timeout_s
+        if timeout > 0:
+            self.idle_handle = asyncio.get_running_loop().call_at(since + timeout, self._check_idle)
+
+    def _check_idle(self) -> None:
+        """nsqd PINGs every 15 s: a connection silent for the idle timeout is not a live nsqd."""
+        self.idle_handle = None
+        timeout = self.lookupd.config.connection_limits.idle_timeout_s
+        if asyncio.get_running_loop().time() - self.last_read < timeout:
+            self._schedule_idle_check(self.last_read)
+            return
+        log.info("lookupd: client %s sent nothing for %.0fs; closing", self.remote, timeout)
+        self.close()
+
     def data_received(self, data: memoryview) -> None:
+        if not self.admitted:
+            return
+        self.last_read = asyncio.get_running_loop().time()
         for item in self.parser.feed(data):
             try:
                 if isinstance(item, NSQError):
@@ -162,6 +197,13 @@ class LookupConnection(BufferedReceiver):
                 return
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.admitted:
+            return
+        self.admitted = False
+        self.lookupd.tcp_gate.release(self.ip)
+        if self.idle_handle is not None:
+            self.idle_handle.cancel()
+            self.idle_handle = None
         self.lookupd.connections.discard(self)
         if self.peer is not None:
             self.lookupd.db.disconnect(self.peer.id)

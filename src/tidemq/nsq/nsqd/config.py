@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from tidemq.address import LOCALHOST
+from tidemq.nsq.guard import ConnectionLimits
 
 #: nsqd's log levels by name, and the numbers its JSON (``GET /config/log_level``) shows for them.
 LOG_LEVEL_NUMBERS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
@@ -67,6 +68,8 @@ class NsqdConfig:
     e2e_processing_latency_percentiles: list[float] = field(default_factory=list)
     #: The window those quantiles cover (nsqd's --e2e-processing-latency-window-time, 10m).
     e2e_processing_latency_window_s: float = 600.0
+    #: The HTTP port's idle timeout and connection caps (docs/nsq-server.md#connection-limits).
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
     def __post_init__(self) -> None:
         for quantile in self.e2e_processing_latency_percentiles:

@@ -6,15 +6,18 @@ Responses follow nsqd 1.x's "V1" conventions (``tidemq.nsq.http``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from tidemq.address import is_host_port
 from tidemq.nsq.http import ApiError, error_response, v1_json, v1_text
+from tidemq.nsq.http_server import bad_requests
 from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS
 from tidemq.nsq.nsqd.stats import StatsQuery, nsqd_stats, render_text
 from tidemq.nsq.protocol import NSQError, valid_name
@@ -35,7 +38,10 @@ async def nsq_errors(request: web.Request, handler: Handler) -> web.StreamRespon
     try:
         return await handler(request)
     except ApiError as exc:
-        return error_response(exc.status, exc.message)
+        resp = error_response(exc.status, exc.message)
+        if exc.status == 413:
+            resp.force_close()  # the rest of the body is not read: this connection ends after the answer
+        return resp
     except web.HTTPNotFound:
         return error_response(404, "NOT_FOUND")
     except web.HTTPMethodNotAllowed:
@@ -44,6 +50,17 @@ async def nsq_errors(request: web.Request, handler: Handler) -> web.StreamRespon
         return error_response(413, "BODY_TOO_BIG")
     except web.HTTPException:
         raise
+    except (RequestPayloadError, ConnectionError) as exc:
+        # a body that cannot be read (bad chunking, the client gone mid-body) is the client's fault:
+        # nsqd answers 500 INTERNAL_ERROR here, tidemq 400 and one rate-limited line, no traceback
+        bad_requests.warning(
+            "nsqd http: %s %s from %s: body unreadable: %s",
+            request.method,
+            request.path[:200],
+            request.remote,
+            exc,
+        )
+        return error_response(400, "INVALID_REQUEST")
     except Exception:
         log.exception("nsqd http: %s %s failed", request.method, request.path)
         return error_response(500, "INTERNAL_ERROR")
@@ -116,7 +133,14 @@ def _flag(request: web.Request, name: str, default: bool) -> bool:
     return value not in ("false", "0")
 
 
+#: Bytes of a text ``/mpub`` split into messages between two yields to the event loop.
+MPUB_SPLIT_STEP = 256 * 1024
+
+
 async def _read_body(request: web.Request, limit: int, too_big: str) -> bytes:
+    """At most ``limit`` bytes of the body, or 413 ``too_big`` as soon as the body is known to exceed it:
+    from the declared length before reading anything, else on the first byte past the limit. The rest is
+    never read (the connection closes after the answer)."""
     if request.content_length is not None and request.content_length > limit:
         raise ApiError(413, too_big)
     body = bytearray()
@@ -152,6 +176,25 @@ def _binary_mpub(body: bytes, max_msg_size: int, max_body_size: int) -> list[byt
             raise ApiError(413, "BAD_MESSAGE")
         bodies.append(body[pos : pos + length])
         pos += length
+    return bodies
+
+
+async def _text_mpub(body: bytes, max_msg_size: int) -> list[bytes]:
+    """``/mpub``'s newline-separated messages, split a slice at a time so that a body of millions of tiny
+    messages does not hold the event loop (docs/nsq-server.md#http-requests-and-their-limits)."""
+    bodies: list[bytes] = []
+    start, size = 0, len(body)
+    while start < size:
+        end = body.find(b"\n", start + MPUB_SPLIT_STEP)
+        if end < 0:
+            end = size
+        lines = [line for line in body[start:end].split(b"\n") if line]
+        if any(len(line) > max_msg_size for line in lines):
+            raise ApiError(413, "MSG_TOO_BIG")
+        bodies += lines
+        start = end + 1
+        if start < size:
+            await asyncio.sleep(0)
     return bodies
 
 
@@ -215,9 +258,7 @@ async def mpub(request: web.Request) -> web.Response:
     if _flag(request, "binary", False):
         bodies = _binary_mpub(body, cfg.max_msg_size, cfg.max_body_size)
     else:
-        bodies = [line for line in body.split(b"\n") if line]
-        if any(len(line) > cfg.max_msg_size for line in bodies):
-            raise ApiError(413, "MSG_TOO_BIG")
+        bodies = await _text_mpub(body, cfg.max_msg_size)
     return await _publish(request, topic, bodies)
 
 

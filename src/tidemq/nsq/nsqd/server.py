@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from tidemq.aio import cancel_and_wait
+from tidemq.nsq.http_server import HttpGuard, serve
 from tidemq.nsq.nsqd.acl_auth import AccountsAuthenticator
 from tidemq.nsq.nsqd.auth import Authenticates, Authenticator
 from tidemq.nsq.nsqd.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
@@ -317,11 +318,10 @@ class Nsqd:
         )
         self.config.tcp_port = self._server.sockets[0].getsockname()[1]
         if self.config.http_port is not None:
-            self._http = web.AppRunner(make_app(self), access_log=None, handle_signals=False)
-            await self._http.setup()
-            site = web.TCPSite(self._http, self.config.tcp_host, self.config.http_port, reuse_address=True)
-            await site.start()
-            self.config.http_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            guard = HttpGuard("nsqd http", self.config.connection_limits)
+            self._http, self.config.http_port = await serve(
+                make_app(self), self.config.tcp_host, self.config.http_port, guard
+            )
         self.journal.start()
         self._tasks = [asyncio.create_task(self._scan_loop()), asyncio.create_task(self._persist_loop())]
         info = self.info()
