@@ -131,6 +131,20 @@ nsq_options = option_group(
         show_default=True,
         help="NSQ: new messages a channel holds in memory (an #ephemeral one drops the rest).",
     ),
+    click.option(
+        "--mem-queue-bytes",
+        type=click.IntRange(min=0),
+        default=16 * 1024 * 1024,
+        show_default=True,
+        help="NSQ: bytes of messages a channel holds in memory; the rest is read back from the store.",
+    ),
+    click.option(
+        "--mem-queue-total-bytes",
+        type=click.IntRange(min=0),
+        default=256 * 1024 * 1024,
+        show_default=True,
+        help="NSQ: bytes of messages all channels together hold in memory.",
+    ),
     click.option("--max-channel-consumers", type=click.IntRange(min=0), default=0, show_default=True),
     click.option(
         "--broadcast-address", default="", help="NSQ: address given to lookupd [default: hostname]."
@@ -189,6 +203,8 @@ def nsqd_config(host: str, tcp_port: int, http_port: int | None, opts: dict[str,
         max_body_size=opts.pop("max_body_size"),
         max_rdy_count=opts.pop("max_rdy_count"),
         mem_queue_size=opts.pop("mem_queue_size"),
+        mem_queue_bytes=opts.pop("mem_queue_bytes"),
+        mem_queue_total_bytes=opts.pop("mem_queue_total_bytes"),
         max_channel_consumers=opts.pop("max_channel_consumers"),
         broadcast_address=opts.pop("broadcast_address") or (host if host not in ANY_HOST else ""),
         lookupd_tcp_addresses=[

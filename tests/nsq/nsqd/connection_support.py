@@ -26,6 +26,9 @@ class Transport:
     def get_write_buffer_size(self) -> int:
         return 0
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
     def get_extra_info(self, name: str) -> Any:
         return None
 

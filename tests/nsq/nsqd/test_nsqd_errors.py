@@ -629,7 +629,9 @@ async def _non_reading_consumer(addr: str) -> RawNsq:
 
 
 async def test_consumer_that_stops_reading_is_cut_off(roomy: ServerProcess) -> None:
-    """Past 16 MiB waiting for a consumer that does not read, the server drops it; its channel mate goes on.
+    """A consumer that does not read gets nothing more once its transport holds 1 MiB, and is dropped
+    when nothing drained for its heartbeat interval (nsqd's write deadline; 2 s here); its channel mate
+    goes on.
 
     The stuck consumer has RDY 64 and the reader RDY 1, so the server prefers the stuck one until it is cut
     off; its in-flight messages are redelivered to the reader after the 2 s msg timeout.
@@ -655,6 +657,7 @@ async def test_consumer_that_stops_reading_is_cut_off(roomy: ServerProcess) -> N
 
     consumer: asyncio.Task[None] | None = None
     try:
+        await stuck.identify(heartbeat_interval=2000)
         await stuck.sub("slow", "c")
         stuck.send("RDY", "64")  # and never read again
         await reader.sub("slow", "c", rdy=1)

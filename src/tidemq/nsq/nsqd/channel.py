@@ -35,6 +35,9 @@ _TIMESTAMP_KEY = key_prefix(PROP_TIMESTAMP)
 _DEFER_KEY = key_prefix(PROP_DEFER)
 #: Records read from the store at a time (also bounded by the store's bytes per read).
 READ_AHEAD = 256
+#: A delivery stops adding messages once its write holds this many bytes of bodies (at least one goes):
+#: with RDY 2500 and 1 MiB messages one write would otherwise be 2.5 GB.
+WRITE_BYTES = 1024 * 1024
 #: Leftover in-flight deadlines a channel tolerates beyond twice its live ones before it rebuilds them.
 DEADLINE_SLACK = 1024
 
@@ -85,6 +88,18 @@ _delivery_of: Callable[[InFlight], Delivery] = itemgetter(1)
 
 
 @dataclass(slots=True)
+class MemoryBudget:
+    """How many bytes of message bodies channels may hold in memory, waiting (their read-ahead, nsqd's
+    in-memory channel queue): ``channel_bytes`` each and ``total_bytes`` over the server. Past either, a
+    new message stays in the store only and is read back when a consumer gets to it; the count bound
+    (--mem-queue-size) alone let one idle channel hold 10,000 x 1 MiB."""
+
+    channel_bytes: int = 16 * 1024 * 1024
+    total_bytes: int = 256 * 1024 * 1024
+    used: int = 0
+
+
+@dataclass(slots=True)
 class ChannelStats:
     message_count: int = 0
     requeue_count: int = 0
@@ -121,6 +136,8 @@ class Channel:
         self.attempts: dict[int, int] = dict(pending or {})  # every read-but-unfinished offset
         self.requeued: deque[int] = deque(sorted(self.attempts))
         self.read_ahead: deque[_Stored] = deque()
+        #: Bytes of bodies in ``read_ahead``, counted against the topic's ``MemoryBudget`` too.
+        self.read_ahead_bytes = 0
         self.deferred: list[tuple[int, int]] = []  # (due ms, offset)
         self.in_flight: dict[bytes, InFlight] = {}
         #: When each message in flight times out: with the delivery it still has in ``in_flight``.
@@ -197,10 +214,12 @@ class Channel:
         delivery = Delivery(client, now, now + client.msg_timeout_ms / 1000)
         batch: list[tuple[int, int, bytes, bytes]] = []
         append = batch.append
+        room = WRITE_BYTES
         try:
-            while len(batch) < count:
+            while len(batch) < count and room > 0:
                 if read_ahead and not self.requeued:
                     item = read_ahead.popleft()
+                    self._release(len(item[2]))
                 else:
                     next_item = self._next()
                     if next_item is None:
@@ -215,6 +234,7 @@ class Channel:
                 msg_id = b"%016x" % offset  # the id is the log offset
                 in_flight[msg_id] = (offset, delivery, timestamp_ns)
                 append((timestamp_ns, tries, msg_id, body))
+                room -= len(body)
         finally:  # a read that fails part way still sends what is already in flight
             if batch:
                 self.deadlines.push(delivery, [msg_id for _, _, msg_id, _ in batch])
@@ -247,7 +267,24 @@ class Channel:
                 return item
         if not self.read_ahead:
             self._read_more()
-        return self.read_ahead.popleft() if self.read_ahead else None
+        if not self.read_ahead:
+            return None
+        item = self.read_ahead.popleft()
+        self._release(len(item[2]))
+        return item
+
+    def _hold(self, size: int) -> None:
+        self.read_ahead_bytes += size
+        self.topic.budget.used += size
+
+    def _release(self, size: int) -> None:
+        self.read_ahead_bytes -= size
+        self.topic.budget.used -= size
+
+    def release_all(self) -> None:
+        """Give the read-ahead's bytes back to the budget (the channel is emptied or goes)."""
+        self.read_ahead.clear()
+        self._release(self.read_ahead_bytes)
 
     def _read_more(self) -> None:
         result = self._read(self.next_offset, READ_AHEAD)
@@ -264,6 +301,7 @@ class Channel:
             return
         now = now_ms()
         attempts, read_ahead, finished = self.attempts, self.read_ahead, self.finished
+        held = 0
         stamped_props, stamped_ms, stamp = b"", -1, (0, 0)
         for offset, store_ms, body, props in record_bodies(result.records):
             if props != stamped_props or store_ms != stamped_ms:  # a batch's records share both
@@ -279,21 +317,32 @@ class Channel:
                 heapq.heappush(self.deferred, (due_ms, offset))
             else:
                 read_ahead.append((offset, timestamp_ns, body, due_ms))
+                held += len(body)
+        self._hold(held)
         self.next_offset = result.next_begin_offset
         if self.dropped:
             self.dropped = [r for r in self.dropped if r[1] > self.next_offset]
 
     def take_published(
-        self, first: int, timestamp_ns: int, bodies: list[bytes], due_ms: int, limit: int
+        self, first: int, timestamp_ns: int, bodies: list[bytes], due_ms: int, limit: int, size: int
     ) -> None:
-        """Messages just appended at ``first``: a channel that had read everything before them takes them
-        as they are, without reading them back from the store (nsqd's in-memory channel queue, up to
-        ``limit`` waiting); one that lags behind reads them from the store when it gets there."""
+        """Messages just appended at ``first`` (``size`` bytes of bodies): a channel that had read
+        everything before them takes them as they are, without reading them back from the store (nsqd's
+        in-memory channel queue, up to ``limit`` waiting and the topic's ``MemoryBudget``); one that lags
+        behind, or is full, reads them from the store when it gets there."""
+        budget = self.topic.budget
         if (
             self.next_offset != first
             or self.dropped
             or self.finished
             or len(self.read_ahead) + len(bodies) > limit
+            or (
+                not due_ms
+                and (
+                    self.read_ahead_bytes + size > budget.channel_bytes
+                    or budget.used + size > budget.total_bytes
+                )
+            )
         ):
             return
         attempts = self.attempts
@@ -306,6 +355,7 @@ class Channel:
             for offset, body in enumerate(bodies, first):
                 attempts.setdefault(offset, 0)
                 append((offset, timestamp_ns, body, 0))
+            self._hold(size)
         self.next_offset = first + len(bodies)
 
     def _was_dropped(self, offset: int) -> bool:
@@ -427,7 +477,7 @@ class Channel:
     def empty(self) -> None:
         """Drop everything waiting, deferred and in flight (docs/protocols/nsq-nsqd.md#pause-empty-delete)."""
         self.next_offset = self.store.max_offset(self.topic.store_topic, 0)
-        self.read_ahead.clear()
+        self.release_all()
         self.requeued.clear()
         self.deferred.clear()
         for _, delivery, _ in self.in_flight.values():
@@ -471,6 +521,8 @@ class Topic:
     journal: FinJournal | None = None
     #: The e2e processing latency to track for each channel (None: not tracked).
     latency: LatencySettings | None = None
+    #: The server's bound on bytes waiting in channels' memory, shared by every topic.
+    budget: MemoryBudget = field(default_factory=MemoryBudget)
     paused: bool = False
     #: Where the backlog starts that the first channel to appear will receive.
     backlog_offset: int = 0
@@ -507,6 +559,7 @@ class Topic:
         ch = self.channels.pop(name, None)
         if ch is not None:
             ch.deleted = True
+            ch.release_all()
             for client in list(ch.clients):
                 client.close()
             if not self.channels:

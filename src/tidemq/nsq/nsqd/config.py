@@ -45,6 +45,10 @@ class NsqdConfig:
     #: A client that stops reading is disconnected once this much is waiting to be written to it.
     max_pending_output_bytes: int = 16 * 1024 * 1024
     mem_queue_size: int = 10_000
+    #: Bytes of bodies one channel holds in memory, and all channels together (tidemq's; nsqd bounds
+    #: only the count): past them messages stay in the store and are read back (docs/nsq-server.md).
+    mem_queue_bytes: int = 16 * 1024 * 1024
+    mem_queue_total_bytes: int = 256 * 1024 * 1024
     deflate: bool = True
     snappy: bool = True
     max_deflate_level: int = 6

@@ -22,7 +22,14 @@ from tidemq.aio import cancel_and_wait
 from tidemq.nsq.http_server import HttpGuard, serve
 from tidemq.nsq.nsqd.acl_auth import AccountsAuthenticator
 from tidemq.nsq.nsqd.auth import Authenticates, Authenticator
-from tidemq.nsq.nsqd.channel import PROP_DEFER, PROP_TIMESTAMP, STORE_PREFIX, Channel, Topic
+from tidemq.nsq.nsqd.channel import (
+    PROP_DEFER,
+    PROP_TIMESTAMP,
+    STORE_PREFIX,
+    Channel,
+    MemoryBudget,
+    Topic,
+)
 from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS, NsqdConfig
 from tidemq.nsq.nsqd.connection import NsqConnection
 from tidemq.nsq.nsqd.fin_journal import FinJournal, channel_key, journal_files, replay
@@ -45,6 +52,8 @@ class Nsqd:
         self.config = config
         self.store = store
         self.topics: dict[str, Topic] = {}
+        #: Bytes waiting in every channel's memory, bounded per channel and in all.
+        self.memory_budget = MemoryBudget(config.mem_queue_bytes, config.mem_queue_total_bytes)
         self.connections: set[NsqConnection] = set()
         self.started_at = time.time()
         #: Why the last disk write failed, for ``/ping``; cleared by the next good one.
@@ -159,7 +168,7 @@ class Nsqd:
     # --- topics and channels --------------------------------------------------------------------------
 
     def _new_topic(self, name: str) -> Topic:
-        topic = Topic(name, self.store, self.journal, self._latency)
+        topic = Topic(name, self.store, self.journal, self._latency, budget=self.memory_budget)
         topic.on_channel = lambda channel, created: self._channel_event(name, channel, created)
         self.topics[name] = topic
         return topic
@@ -275,7 +284,8 @@ class Nsqd:
             raise self._store_failed(exc, error_code) from None
         self.health_error = ""
         topic.message_count += len(bodies)
-        topic.message_bytes += sum(map(len, bodies))
+        size = sum(map(len, bodies))
+        topic.message_bytes += size
         if topic.channels:
             first_new = result.queue_offsets[0]
             limit = self.config.mem_queue_size
@@ -283,7 +293,7 @@ class Nsqd:
             for channel in topic.channels.values():
                 if channel.ephemeral:
                     channel.drop_overflow(first_new, first_new + len(bodies), limit)
-                channel.take_published(first_new, now_ns, bodies, due_ms, limit)
+                channel.take_published(first_new, now_ns, bodies, due_ms, limit, size)
             topic.pump()
         return result.end_offset
 
