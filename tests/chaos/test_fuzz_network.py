@@ -258,6 +258,29 @@ async def canaries(server: ServerProcess, topic: str, nsq_topic: str) -> None:
         await grpc_canary(spb_grpc.MessagingServiceStub(channel), topic)
 
 
+def python_tracebacks(log: str) -> list[str]:
+    """The tracebacks in a server log, less those printed from inside grpcio's Cython core alone.
+
+    grpcio prints one with ``traceback.print_exc()`` (not through logging) when it cannot send an error
+    status to a client that has already gone: the only frames are its own, and nothing in tidemq can
+    quiet it.
+    """
+    found = []
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            block = []
+            for frame in lines[i + 1 :]:
+                if not frame.startswith("  "):
+                    block.append(frame)
+                    break
+                block.append(frame)
+            files = [f for f in block if f.startswith('  File "')]
+            if not files or not all(f.startswith('  File "src/python/grpcio/') for f in files):
+                found.append("\n".join([line, *block]))
+    return found
+
+
 def fuzz_port(
     port: int, seeds: list[bytes], rng: random.Random, frames: int, keep: bytes, per_conn: int
 ) -> int:
@@ -298,10 +321,8 @@ async def test_fuzzed_traffic_on_every_port_leaves_the_server_serving(fresh_serv
         total += sent
         assert server.proc.poll() is None, f"server died while fuzzing {name}"
         await canaries(server, topic, nsq_topic)
-        log = server.log_path.read_bytes()[log_at:]
-        assert b"Traceback" not in log, (
-            f"traceback after fuzzing {name}:\n{log.decode(errors='replace')[-4000:]}"
-        )
+        log = server.log_path.read_bytes()[log_at:].decode(errors="replace")
+        assert not python_tracebacks(log), f"traceback after fuzzing {name}:\n{python_tracebacks(log)[:3]}"
         rss = rss_mb(server.proc.pid)
         report.append(f"{name}: {sent} frames in {time.monotonic() - began:.1f}s, RSS {rss:.0f} MB")
         assert rss < RSS_LIMIT_MB, report
