@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 from dataclasses import dataclass
@@ -46,12 +47,46 @@ class GrpcServer:
         self.broker = broker
         self.port = config.port
         self._server: grpc.aio.Server | None = None
+        self._watch: asyncio.Task[None] | None = None
 
     @property
     def tls(self) -> bool:
         return self.config.tls_cert is not None
 
     async def start(self) -> None:
+        quiet_grpc_tracebacks()
+        await self._listen(self.config.port)
+        self._watch = asyncio.create_task(self._supervise(), name="grpc-supervisor")
+
+    async def _supervise(self) -> None:
+        """Listen again when grpcio's accept loop dies under us.
+
+        grpcio (1.8x) decodes each call's method path as UTF-8 in its server loop; one HTTP/2 request
+        whose ``:path`` is not UTF-8 ends that loop and with it the whole endpoint, while the process
+        lives on. Calls in progress are lost either way; rebinding keeps the port serving.
+        """
+        while self._server is not None:
+            server = self._server
+            try:
+                await server.wait_for_termination()
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            else:
+                reason = "stopped"
+            if self._server is not server:  # close() stopped it
+                return
+            log.warning("gRPC endpoint on port %d ended (%s); listening again", self.port, reason)
+            for _ in range(50):
+                try:
+                    await self._listen(self.port)
+                    break
+                except OSError:
+                    await asyncio.sleep(0.1)
+            else:
+                log.error("gRPC endpoint could not listen again on port %d", self.port)
+                self._server = None
+
+    async def _listen(self, port: int) -> None:
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -63,7 +98,7 @@ class GrpcServer:
         server = grpc.aio.server(options=options, interceptors=interceptors)
         # protoc emits the registration function without annotations.
         spb_grpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]
-        address = _bind_address(self.config.host, self.config.port)
+        address = _bind_address(self.config.host, port)
         try:
             if self.config.tls_cert is not None and self.config.tls_key is not None:
                 credentials = grpc.ssl_server_credentials(
@@ -84,7 +119,52 @@ class GrpcServer:
         )
 
     async def close(self) -> None:
-        if self._server is not None:
-            await self._server.stop(grace=1.0)
-            self._server = None
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(grace=1.0)
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         await self.service.consumer.close()
+
+
+class _OneLine(logging.Filter):
+    """Turns a traceback raised inside grpcio's Cython core into one line naming the exception.
+
+    grpcio logs a full traceback for every malformed call it refuses (metadata that is not UTF-8, a
+    request that does not parse as its protobuf), so a bad client could fill the log; the line with
+    the exception's text is all an operator can act on.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and _from_grpc_core(exc):
+            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        elif record.name == "grpc._cython.cygrpc":
+            record.exc_info = None
+            record.exc_text = None
+            record.stack_info = None
+        return True
+
+
+def _from_grpc_core(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if "grpc/_cython" in tb.tb_frame.f_code.co_filename or "grpcio" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+_ONE_LINE = _OneLine()
+
+
+def quiet_grpc_tracebacks() -> None:
+    """Install the one-line filter on grpcio's logger and asyncio's (which reports grpcio's dead loop)."""
+    for name in ("grpc._cython.cygrpc", "asyncio"):
+        logger = logging.getLogger(name)
+        if _ONE_LINE not in logger.filters:
+            logger.addFilter(_ONE_LINE)
