@@ -387,6 +387,29 @@ def probe(args: argparse.Namespace) -> int:
                     return st, got
         raise AssertionError("no message received within 20 s")
 
+    # A client that never sent its settings (no Telemetry stream): what each call answers it.
+    silent = Probe(args.endpoint, args.group)
+    heartbeat = silent.stub.Heartbeat(
+        s.HeartbeatRequest(group=d.Resource(name=args.group), client_type=d.ClientType.SIMPLE_CONSUMER),
+        metadata=silent.metadata(),
+    )
+    emit(event="probe", case="heartbeat-without-settings", **status(heartbeat))
+    silent_receive = s.ReceiveMessageRequest(
+        group=d.Resource(name=args.group),
+        # the FIFO topic: empty (its sends were refused), so this receive leases nothing the probe needs
+        message_queue=d.MessageQueue(topic=d.Resource(name=args.fifo_topic), id=-1, broker=queue_.broker),
+        filter_expression=d.FilterExpression(type=d.TAG, expression="*"),
+        batch_size=1,
+        invisible_duration={"seconds": 10},
+        long_polling_timeout={"seconds": 5},
+    )
+    frames = [
+        status(r)
+        for r in silent.stub.ReceiveMessage(silent_receive, metadata=silent.metadata(), timeout=20)
+        if r.WhichOneof("content") == "status"
+    ]
+    emit(event="probe", case="receive-without-settings", **(frames[0] if frames else {"code": "NONE"}))
+
     emit(event="probe", case="ack-forged-receipt-handle", **ack("not-a-receipt-handle", "0" * 34))
     emit(
         event="probe",

@@ -11,6 +11,7 @@ entry there (see docs/protocols/rocketmq-grpc-reference.md).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import pytest
 
 from tests.java5_client_support import Sdk5Peer, events
 from tests.rocketmq_proxy import create_group, create_typed_topic, java_proxy
-from tests.support import ServerProcess, unique
+from tests.support import ScriptRun, ServerProcess, unique
 from tidemq.client.admin import Admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.java_broker]
@@ -173,7 +174,8 @@ def test_a_message_not_acked_comes_back_after_its_invisible_duration(
         assert [r["attempt"] for r in deliveries] == [1, 2], run.describe()
         assert deliveries[0]["id"] == deliveries[1]["id"]
         gap = deliveries[1]["received_ms"] - deliveries[0]["received_ms"]
-        assert 9_000 <= gap <= 25_000, gap
+        # 10 s, plus the 5.3.3 broker's revive lag (25 s seen on a loaded machine).
+        assert 9_000 <= gap <= 35_000, gap
     assert len(events(run, "acked")) == 2
 
 
@@ -289,6 +291,8 @@ def test_raw_answers_match_the_reference(grpc_endpoint: GrpcEndpoint) -> None:
     peer = grpc_endpoint.peer("python", "probe")
     run = peer.run("probe", topic=topic, fifo_topic=fifo_topic, group=group, timeout=90)
     answers = {r["case"]: r for r in events(run, "probe")}
+    # Kept beside the run: what this target answered, for docs/protocols/rocketmq-grpc-reference.md.
+    (grpc_endpoint.work / "probe-answers.json").write_text(json.dumps(answers, indent=1, sort_keys=True))
     assert {case: answers[case]["code"] for case in REFERENCE_CODES} == REFERENCE_CODES, run.describe()
     assert answers["receive-empty-long-poll"]["message"] == "no new message"
     assert answers["receive-empty-long-poll"]["count"] == 0
@@ -377,24 +381,30 @@ def test_a_message_past_its_max_attempts_goes_to_the_groups_dlq(
     peer = grpc_endpoint.peer(sdk, f"{sdk}-dlq")
     peer.run("produce", topic=topic, count=1, body_prefix="d")
 
-    # Never acked: attempt 1, attempt 2 after 10 s, then (on the receive after another 10 s) the DLQ.
-    run = peer.run(
-        "simple-consume",
-        topic=topic,
-        group=group,
-        expect=1,
-        ack_attempt=99,
-        polls=8,
-        await_seconds=5,
-        invisible_seconds=10,
-        timeout=120,
-    )
-    assert [r["attempt"] for r in events(run, "received")] == [1, 2], run.describe()
-    deadline = time.monotonic() + 30
-    while grpc_endpoint.count_messages(f"%DLQ%{group}") < 1:
-        assert time.monotonic() < deadline, f"nothing reached %DLQ%{group}"
-        time.sleep(0.5)
-    assert grpc_endpoint.count_messages(f"%DLQ%{group}") == 1
+    # Never acked: attempt 1, attempt 2 after 10 s, then (on a receive after another 10 s) the DLQ. The
+    # consumer runs in rounds until the DLQ holds the message: the 5.3.3 broker's revive lags under load.
+    dlq = f"%DLQ%{group}"
+    attempts: list[int] = []
+    runs: list[ScriptRun] = []
+    deadline = time.monotonic() + 150
+    while grpc_endpoint.count_messages(dlq) < 1:
+        assert time.monotonic() < deadline, f"nothing reached {dlq}: {attempts}\n" + runs[-1].describe()
+        run = peer.run(
+            "simple-consume",
+            topic=topic,
+            group=group,
+            expect=1,
+            ack_attempt=99,
+            polls=3,
+            await_seconds=5,
+            invisible_seconds=10,
+        )
+        runs.append(run)
+        attempts += [r["attempt"] for r in events(run, "received")]
+    assert attempts == [1, 2], runs[-1].describe()
+    assert grpc_endpoint.count_messages(dlq) == 1
+    after = peer.run("simple-consume", topic=topic, group=group, expect=1, polls=1, await_seconds=5)
+    assert events(after, "received") == [], "a dead-lettered message was delivered again"
 
 
 @pytest.mark.parametrize("sdk", SDKS)
