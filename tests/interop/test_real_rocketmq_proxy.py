@@ -271,6 +271,7 @@ REFERENCE_CODES = {
     "send-ok": "OK",
     "send-unknown-topic": "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE",
     "receive-unknown-group": "MESSAGE_NOT_FOUND",
+    "heartbeat-without-settings": "UNRECOGNIZED_CLIENT_TYPE",
     "send-body-over-4MiB": "MESSAGE_BODY_TOO_LARGE",
     "send-fifo-to-normal-topic": "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE",
     "send-normal-to-fifo-topic": "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE",
@@ -295,6 +296,12 @@ def test_raw_answers_match_the_reference(grpc_endpoint: GrpcEndpoint) -> None:
     (grpc_endpoint.work / "probe-answers.json").write_text(json.dumps(answers, indent=1, sort_keys=True))
     assert {case: answers[case]["code"] for case in REFERENCE_CODES} == REFERENCE_CODES, run.describe()
     assert answers["receive-empty-long-poll"]["message"] == "no new message"
+    assert answers["heartbeat-without-settings"]["message"] == "cannot find client settings for this client"
+    # A receive from a client that never sent settings: the 5.3.3 proxy fails on its missing settings (a
+    # NullPointerException, 50001); tidemq serves it with the default settings (a deliberate difference,
+    # docs/protocols/rocketmq-grpc-reference.md), here an empty long poll.
+    silent = {"tidemq": "MESSAGE_NOT_FOUND"}.get(grpc_endpoint.name, "INTERNAL_SERVER_ERROR")
+    assert answers["receive-without-settings"]["code"] == silent, answers["receive-without-settings"]
     assert answers["receive-empty-long-poll"]["count"] == 0
     # The probe asks for a 2 s long poll; the proxy raises it to its 5 s minimum.
     assert 4.5 <= answers["receive-empty-long-poll"]["waited_s"] <= 8, answers["receive-empty-long-poll"]
