@@ -53,14 +53,17 @@ def lib_dir(version: str) -> Path:
 
 
 def _free_broker_port() -> int:
-    """A broker listens on its port, port - 2 (the VIP channel) and port + 1 (HA): all three free."""
-    for _ in range(200):
+    """A broker listens on its port, port - 2 (the VIP channel) and port + 1 (HA): all three free. The
+    probe binds with SO_REUSEADDR, as the broker's listeners do, so a port some finished connection left in
+    TIME_WAIT counts as free (on a busy machine thousands are)."""
+    for _ in range(2000):
         port = free_port()
         if port < 1026 or port > 65533:
             continue
         taken = False
         for other in (port - 2, port + 1):
             with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
                     s.bind(("127.0.0.1", other))
                 except OSError:

@@ -134,11 +134,14 @@ class JavaProxy:
             self.process.kill()
 
 
-def java_proxy(work: Path) -> Iterator[tuple[JavaCluster, JavaProxy]]:
-    """A 5.3.3 name server, two masters and a proxy, all stopped afterwards."""
+def java_proxy(
+    work: Path, broker_settings: dict[str, str] | None = None
+) -> Iterator[tuple[JavaCluster, JavaProxy]]:
+    """A 5.3.3 name server, two masters (with ``broker_settings`` in their broker.conf) and a proxy, all
+    stopped afterwards."""
     # The name server and brokers live in their own folder; the base class only lists them by name.
     lib_dir(VERSION)
-    cluster = FilteringCluster(VERSION, work / "cluster")
+    cluster = FilteringCluster(VERSION, work / "cluster", broker_settings=dict(broker_settings or {}))
     cluster.start()
     proxy = JavaProxy(cluster, work / "proxy")
     try:
@@ -174,10 +177,11 @@ async def create_typed_topic(namesrv: str, topic: str, message_type: str, queues
     raise AssertionError(f"{topic} was not routed to every master")
 
 
-async def create_group(namesrv: str, group: str, fifo: bool = False) -> None:
+async def create_group(namesrv: str, group: str, fifo: bool = False, retry_max_times: int = 16) -> None:
     """Create a consumer group on every master; ``fifo`` makes it an orderly group
     (``consumeMessageOrderly``), the 5.x condition for
-    delivering a FIFO topic's message groups one message at a time."""
+    delivering a FIFO topic's message groups one message at a time; a message gets ``retry_max_times``
+    + 1 delivery attempts, then goes to ``%DLQ%<group>``."""
     config = {
         "groupName": group,
         "consumeEnable": True,
@@ -185,7 +189,7 @@ async def create_group(namesrv: str, group: str, fifo: bool = False) -> None:
         "consumeBroadcastEnable": False,
         "consumeMessageOrderly": fifo,
         "retryQueueNums": 1,
-        "retryMaxTimes": 16,
+        "retryMaxTimes": retry_max_times,
         "brokerId": 0,
         "whichBrokerWhenConsumeSlowly": 1,
         "notifyConsumerIdsChangedEnable": True,

@@ -36,8 +36,13 @@ def test_configs_use_java_field_names_and_ignore_unknown_ones() -> None:
         "topicFilterType": "SINGLE_TAG",
         "topicSysFlag": 0,
         "order": True,
+        "attributes": {},  # RocketMQ 5.x's topic attributes, always written by 5.x
     }
-    assert TopicConfig.from_json({**config.to_json(), "attributes": {}}) == config
+    assert TopicConfig.from_json({**config.to_json(), "unknownField": 1}) == config
+    typed = TopicConfig.from_json({**config.to_json(), "attributes": {"message.type": "FIFO"}})
+    assert typed.attributes == {"message.type": "FIFO"} and typed.to_json()["attributes"] == typed.attributes
+    old_shape = {k: v for k, v in config.to_json().items() if k != "attributes"}  # 4.x wrote none
+    assert TopicConfig.from_json(old_shape) == config
     group = SubscriptionGroupConfig.from_json({"groupName": "G", "retryMaxTimes": 3, "brokerId": 0})
     assert group == SubscriptionGroupConfig("G", retry_max_times=3)
     assert group.to_json()["whichBrokerWhenConsumeSlowly"] == 1

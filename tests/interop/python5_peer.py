@@ -5,6 +5,8 @@ tidemq.grpc's.
 
     python python5_peer.py produce --endpoint E --topic T [--type normal|fifo|delay|transaction] ...
     python python5_peer.py simple-consume --endpoint E --topic T --group G [--expect N] ...
+        (--ack-attempt N leaves earlier deliveries unacked; --change-invisible-seconds S also changes
+        their invisible duration to S seconds, so they come back after S instead)
     python python5_peer.py probe --endpoint E --topic T --fifo-topic F --group G
 
 ``probe`` calls MessagingService directly with the SDK's generated stubs and prints each answer's status
@@ -72,14 +74,17 @@ def received(event: str, m: Any) -> dict[str, Any]:
 class Checker(TransactionChecker):  # type: ignore[misc]
     def __init__(self, answer: str) -> None:
         self.answer = answer
+        self.checked = threading.Event()
 
     def check(self, message: Any) -> Any:
         emit(**received("checked", message))
+        self.checked.set()
         return TransactionResolution.COMMIT if self.answer == "commit" else TransactionResolution.ROLLBACK
 
 
 def produce(args: argparse.Namespace) -> int:
-    producer = Producer(configuration(args), (args.topic,), Checker(args.check))
+    checker = Checker(args.check)
+    producer = Producer(configuration(args), (args.topic,), checker)
     try:
         producer.startup()
     except Exception as exc:
@@ -125,6 +130,8 @@ def produce(args: argparse.Namespace) -> int:
             except Exception as exc:
                 failures += 1
                 emit(event="send-error", index=i, exception=type(exc).__name__, message=str(exc))
+        if args.type == "transaction" and args.resolution == "none":
+            checker.checked.wait(args.linger)  # the server's back-check of the open transaction
     finally:
         producer.shutdown()
     emit(event="done", failures=failures)
@@ -153,6 +160,17 @@ def simple_consume(args: argparse.Namespace) -> int:
             for m in messages or []:
                 emit(**received("received", m))
                 if m.delivery_attempt < args.ack_attempt:
+                    if args.change_invisible_seconds:
+                        try:
+                            consumer.change_invisible_duration(m, args.change_invisible_seconds)
+                            emit(event="changed", id=m.message_id, changed_ms=int(time.time() * 1000))
+                        except Exception as exc:
+                            emit(
+                                event="change-error",
+                                id=m.message_id,
+                                exception=type(exc).__name__,
+                                message=str(exc),
+                            )
                     emit(event="not-acked", id=m.message_id)
                     continue
                 try:
@@ -369,6 +387,29 @@ def probe(args: argparse.Namespace) -> int:
                     return st, got
         raise AssertionError("no message received within 20 s")
 
+    # A client that never sent its settings (no Telemetry stream): what each call answers it.
+    silent = Probe(args.endpoint, args.group)
+    heartbeat = silent.stub.Heartbeat(
+        s.HeartbeatRequest(group=d.Resource(name=args.group), client_type=d.ClientType.SIMPLE_CONSUMER),
+        metadata=silent.metadata(),
+    )
+    emit(event="probe", case="heartbeat-without-settings", **status(heartbeat))
+    silent_receive = s.ReceiveMessageRequest(
+        group=d.Resource(name=args.group),
+        # the FIFO topic: empty (its sends were refused), so this receive leases nothing the probe needs
+        message_queue=d.MessageQueue(topic=d.Resource(name=args.fifo_topic), id=-1, broker=queue_.broker),
+        filter_expression=d.FilterExpression(type=d.TAG, expression="*"),
+        batch_size=1,
+        invisible_duration={"seconds": 10},
+        long_polling_timeout={"seconds": 5},
+    )
+    frames = [
+        status(r)
+        for r in silent.stub.ReceiveMessage(silent_receive, metadata=silent.metadata(), timeout=20)
+        if r.WhichOneof("content") == "status"
+    ]
+    emit(event="probe", case="receive-without-settings", **(frames[0] if frames else {"code": "NONE"}))
+
     emit(event="probe", case="ack-forged-receipt-handle", **ack("not-a-receipt-handle", "0" * 34))
     emit(
         event="probe",
@@ -417,11 +458,14 @@ def main() -> int:
     parser.add_argument("--delay-ms", type=int, default=0)
     parser.add_argument("--resolution", default="commit", choices=("commit", "rollback", "none"))
     parser.add_argument("--check", default="commit", choices=("commit", "rollback"))
+    parser.add_argument("--linger", type=float, default=60)
+    parser.add_argument("--expect-checks", type=int, default=0)  # the Java peer's; one check ends the linger
     parser.add_argument("--expect", type=int, default=1)
     parser.add_argument("--polls", type=int, default=0)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--ack-attempt", type=int, default=1)
     parser.add_argument("--invisible-seconds", type=int, default=30)
+    parser.add_argument("--change-invisible-seconds", type=int, default=0)
     parser.add_argument("--await-seconds", type=int, default=5)
     parser.add_argument("--selector", default="tag", choices=("tag", "sql"))
     parser.add_argument("--expression", default="*")

@@ -8,7 +8,7 @@ familiar documents. Consumer offsets are in :mod:`tidemq.broker.offsets`.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ class TopicConfig(_JsonShape):
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    #: RocketMQ 5.x topic attributes (``message.type``...), as 5.x writes them (broker/topic_attributes.py).
+    attributes: dict[str, str] = field(default_factory=dict)
 
     @property
     def readable(self) -> bool:

@@ -56,11 +56,26 @@ def register(main: click.Group) -> None:
     @click.argument("name")
     @click.option("--queues", type=click.IntRange(1, 1024), default=4, show_default=True)
     @click.option("--cluster", default=None, help="Only the brokers of this cluster (default: every broker).")
+    @click.option(
+        "--message-type",
+        type=click.Choice(["NORMAL", "FIFO", "DELAY", "TRANSACTION"], case_sensitive=False),
+        default=None,
+        help="RocketMQ 5.x message.type: the only kind gRPC producers may send (default: any).",
+    )
     def topic_create(
-        namesrv: str, credentials: Credentials, name: str, queues: int, cluster: str | None
+        namesrv: str,
+        credentials: Credentials,
+        name: str,
+        queues: int,
+        cluster: str | None,
+        message_type: str | None,
     ) -> None:
         """Create (or update) a topic on every master broker."""
-        brokers = _run(namesrv, credentials, lambda a: a.create_topic(name, queues, cluster))
+        brokers = _run(
+            namesrv,
+            credentials,
+            lambda a: a.create_topic(name, queues, cluster, message_type=message_type),
+        )
         click.echo(f"topic {name}: {queues} queues on {', '.join(brokers)}")
 
     @topic.command("list")

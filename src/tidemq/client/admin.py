@@ -64,12 +64,27 @@ class Admin:
                 out[name] = addrs[MASTER_ID]
         return out
 
-    async def create_topic(self, topic: str, queues: int, cluster: str | None = None) -> list[str]:
+    async def create_topic(
+        self,
+        topic: str,
+        queues: int,
+        cluster: str | None = None,
+        *,
+        message_type: str | None = None,
+        attributes: dict[str, str | None] | None = None,
+    ) -> list[str]:
+        """Create or update ``topic`` on every master. ``message_type`` (NORMAL, FIFO, DELAY, TRANSACTION)
+        is RocketMQ 5.x's ``message.type`` attribute, what a 5.x (gRPC) producer may send to it;
+        ``attributes`` are any 5.x topic attributes, a value of None deleting one."""
+        changes: dict[str, str | None] = dict(attributes or {})
+        if message_type is not None:
+            changes["message.type"] = message_type.upper()
+        text = ",".join(f"-{k}" if v is None else f"+{k}={v}" for k, v in changes.items()) or None
         masters = await self.cluster_masters(cluster)
         if not masters:
             raise MQClientError(f"no broker found{' in cluster ' + cluster if cluster else ''}")
         for addr in masters.values():
-            await api.create_topic(await self.instance.connection(addr), topic, queues)
+            await api.create_topic(await self.instance.connection(addr), topic, queues, attributes=text)
         return sorted(masters)
 
     async def topic_list(self) -> list[str]:

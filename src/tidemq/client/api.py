@@ -181,8 +181,11 @@ def start_pull(conn: RemotingConnection, header: PullMessageRequestHeader) -> Pe
     return PendingPull(conn, request, conn.start_invoke(request))
 
 
-def create_topic_request(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
-    """UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues."""
+def create_topic_request(
+    topic: str, queues: int = 4, perm: int = 6, attributes: str | None = None
+) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues; ``attributes`` is RocketMQ 5.x's
+    change list (``+message.type=FIFO``), sent only when given, as 4.x tools send none."""
     ext = {
         "topic": topic,
         "defaultTopic": AUTO_CREATE_TOPIC_KEY,
@@ -193,13 +196,20 @@ def create_topic_request(topic: str, queues: int = 4, perm: int = 6) -> Remoting
         "topicSysFlag": "0",
         "order": "false",
     }
+    if attributes:
+        ext["attributes"] = attributes
     return RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
 
 
 async def create_topic(
-    conn: RemotingConnection, topic: str, queues: int = 4, perm: int = 6, timeout: float = 6.0
+    conn: RemotingConnection,
+    topic: str,
+    queues: int = 4,
+    perm: int = 6,
+    timeout: float = 6.0,
+    attributes: str | None = None,
 ) -> None:
-    _check(await conn.invoke(create_topic_request(topic, queues, perm), timeout))
+    _check(await conn.invoke(create_topic_request(topic, queues, perm, attributes), timeout))
 
 
 async def get_route(conn: RemotingConnection, topic: str, timeout: float = 3.0) -> dict[str, Any] | None:

@@ -43,6 +43,9 @@ MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 #: PopMessageProcessor: a pop takes at most 32 messages.
 MAX_BATCH = 32
+#: How soon the messages of a receive stream cut before they were written become visible again
+#: (the proxy's NACK_INVISIBLE_TIME of ReceiveMessageResponseStreamWriter).
+GIVE_BACK_MS = 1_000
 
 
 def now_ms() -> int:
@@ -156,6 +159,7 @@ class ConsumerRpcs:
         self.renewal = HandleRenewal(pop)
         broker.store.dispatch_listeners.append(self.arrivals.notify)
         self._round_robin: dict[tuple[str, str], itertools.count[int]] = {}
+        self._giving_back: set[asyncio.Task[None]] = set()
 
     # --- receive ----------------------------------------------------------------------------------------
 
@@ -217,11 +221,19 @@ class ConsumerRpcs:
                 resource = pb.Resource(
                     name=topic, resource_namespace=request.message_queue.topic.resource_namespace
                 )
-                for msg, delivery in found:
-                    if request.auto_renew:
-                        message_id = msg.properties.get(Prop.UNIQ_KEY) or msg.offset_msg_id
-                        self.renewal.add(cid, group, message_id, delivery.receipt_handle, delivery.attempt)
-                    yield spb.ReceiveMessageResponse(message=to_grpc_message(msg, delivery, resource))
+                written = 0
+                try:
+                    for msg, delivery in found:
+                        if request.auto_renew:
+                            message_id = msg.properties.get(Prop.UNIQ_KEY) or msg.offset_msg_id
+                            self.renewal.add(
+                                cid, group, message_id, delivery.receipt_handle, delivery.attempt
+                            )
+                        yield spb.ReceiveMessageResponse(message=to_grpc_message(msg, delivery, resource))
+                        written += 1
+                except (GeneratorExit, asyncio.CancelledError):
+                    self._give_back(cid, group, [d.receipt_handle for _, d in found[written:]])
+                    raise
                 return
             now = now_ms()
             wake = [self.pop.next_visible_at(group, topic, q) for q in queues]
@@ -230,6 +242,31 @@ class ConsumerRpcs:
                 yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
                 return
             await self.arrivals.wait(topic, max(until - now, 1) / 1000)
+
+    def _give_back(self, cid: str, group: str, handles: list[str]) -> None:
+        """The stream was cut before these leased messages were written: they become visible again in
+        about a second rather than after their invisible time (the proxy's
+        ReceiveMessageResponseStreamWriter nacks what it could not write)."""
+        if not handles:
+            return
+        log.info(
+            "ReceiveMessage stream of %s (group %s) cut: %d leased message(s) given back in %d ms",
+            cid,
+            group,
+            len(handles),
+            GIVE_BACK_MS,
+        )
+        latest = [self.renewal.take(group, h) for h in handles]
+        task = asyncio.get_running_loop().create_task(self._change_all(group, latest))
+        self._giving_back.add(task)
+        task.add_done_callback(self._giving_back.discard)
+
+    async def _change_all(self, group: str, handles: list[str]) -> None:
+        for handle in handles:
+            try:
+                await self.pop.change_invisible(group, handle, GIVE_BACK_MS, now_ms())
+            except (InvalidReceiptHandle, StoreError) as exc:
+                log.warning("a cut stream's message of group %s was not given back: %s", group, exc)
 
     def _pop(
         self,
@@ -344,7 +381,7 @@ class ConsumerRpcs:
                 result = await self.pop.ack(group, handle, now_ms())
                 entry_status = ack_status(result, "ack")
             except InvalidReceiptHandle as exc:
-                entry_status = status(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}")
+                entry_status = status(Code.INTERNAL_SERVER_ERROR, f"Parse failed: {exc}")
             entries.append(
                 spb.AckMessageResultEntry(
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=entry_status
@@ -372,7 +409,7 @@ class ConsumerRpcs:
                 now_ms(),
             )
         except InvalidReceiptHandle as exc:
-            raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
+            raise GrpcStatusError(Code.INTERNAL_SERVER_ERROR, f"Parse failed: {exc}") from None
         if lease is None:
             return spb.ChangeInvisibleDurationResponse(
                 status=ack_status(result, "change invisible time", stale_ok=False)
@@ -389,7 +426,7 @@ class ConsumerRpcs:
         try:
             handle = ReceiptHandle.decode(current)
         except InvalidReceiptHandle as exc:
-            raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
+            raise GrpcStatusError(Code.INTERNAL_SERVER_ERROR, f"Parse failed: {exc}") from None
         if handle.is_expired(now_ms()):
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
         msg = self._read(handle.topic, handle.queue_id, handle.offset)

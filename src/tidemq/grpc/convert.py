@@ -62,7 +62,7 @@ def check_message(msg: pb.Message, max_body: int) -> None:
     if len(msg.body) > max_body:
         raise GrpcStatusError(
             Code.MESSAGE_BODY_TOO_LARGE,
-            f"message body size {len(msg.body)} exceeds the maximum {max_body}",
+            f"message body cannot exceed the max {max_body}",  # the proxy's wording
         )
     if not sp.message_id:
         raise GrpcStatusError(Code.ILLEGAL_MESSAGE_ID, "message id is empty")

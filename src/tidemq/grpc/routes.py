@@ -1,17 +1,17 @@
 """QueryRoute's and QueryAssignment's queues for one topic of this broker (Java proxy RouteActivity).
 
 A topic's queues split as the proxy splits them: ``min(read, write)`` READ_WRITE queues, the rest READ or
-WRITE only, one NONE queue for a topic with neither permission. tidemq topics carry no message type, so
-every queue accepts all four kinds (the proxy's answer for a MIXED topic).
+WRITE only, one NONE queue for a topic with neither permission. Every queue accepts the topic's
+``message.type`` (grpc/message_types.py).
 """
 
 from __future__ import annotations
 
+from tidemq.grpc.message_types import ALL_TYPES
 from tidemq.grpc.proto import definition_pb2 as pb
 
 PERM_WRITE = 0x2
 PERM_READ = 0x4
-ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 
 
 def permission(perm: int) -> pb.Permission:
@@ -29,7 +29,12 @@ def broker_of(name: str, endpoints: pb.Endpoints) -> pb.Broker:
 
 
 def route_queues(
-    topic: pb.Resource, perm: int, read_queues: int, write_queues: int, broker: pb.Broker
+    topic: pb.Resource,
+    perm: int,
+    read_queues: int,
+    write_queues: int,
+    broker: pb.Broker,
+    accepted: tuple[pb.MessageType, ...] = ALL_TYPES,
 ) -> list[pb.MessageQueue]:
     readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
     r = w = rw = n = 0
@@ -44,9 +49,7 @@ def route_queues(
         n = max(1, read_queues, write_queues)
     kinds = [pb.READ] * r + [pb.WRITE] * w + [pb.READ_WRITE] * rw + [pb.NONE] * n
     return [
-        pb.MessageQueue(
-            topic=topic, id=i, permission=kind, broker=broker, accept_message_types=ACCEPTED_TYPES
-        )
+        pb.MessageQueue(topic=topic, id=i, permission=kind, broker=broker, accept_message_types=accepted)
         for i, kind in enumerate(kinds)
     ]
 

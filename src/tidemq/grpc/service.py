@@ -20,10 +20,12 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from tidemq.broker.timers import MESSAGES_QUEUE, TimerRejected
+from tidemq.broker.topic_attributes import message_type
 from tidemq.broker.topics import NOT_SENDABLE, is_system_topic, name_problem
 from tidemq.grpc.clients import GrpcClients, peer_of, telemetry_stream
 from tidemq.grpc.consumer import ConsumerRpcs
 from tidemq.grpc.convert import check_message, queue_for_group, stored_shape
+from tidemq.grpc.message_types import accepted_types, check_type, unknown_topic_refusal
 from tidemq.grpc.proto import definition_pb2 as pb
 from tidemq.grpc.proto import service_pb2 as spb
 from tidemq.grpc.proto import service_pb2_grpc as spb_grpc
@@ -147,6 +149,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 config.read_queue_nums,
                 config.write_queue_nums,
                 self._broker(request.endpoints),
+                accepted_types(message_type(config.attributes)),
             )
             return spb.QueryRouteResponse(status=ok(), message_queues=queues)
 
@@ -273,12 +276,20 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         topic_res = request.messages[0].topic
         if any(m.topic != topic_res for m in request.messages):
             raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-        config = self._topic(topic_res.name)
+        check_topic(topic_res.name)
+        for msg in request.messages:
+            check_message(msg, self.server_settings.max_message_size)
+        found = self.broker.topics.get(topic_res.name)
+        if found is None:
+            raise unknown_topic_refusal(request.messages[0])
+        config = found
+        topic_type = message_type(config.attributes)
+        for msg in request.messages:
+            check_type(topic_type, msg)
         if not self.broker.config.writable or not config.writable:
             raise GrpcStatusError(Code.FORBIDDEN, f"the topic[{topic_res.name}] sending message is forbidden")
         transactional = request.messages[0].system_properties.message_type == pb.TRANSACTION
         for msg in request.messages:
-            check_message(msg, self.server_settings.max_message_size)
             sp = msg.system_properties
             if (sp.message_type == pb.TRANSACTION) != transactional:
                 raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "transaction and other messages in one send")

@@ -13,7 +13,8 @@ import org.apache.rocketmq.client.apis.message.MessageView;
  * {@code --batch} with {@code --invisible-seconds} (long polls of {@code --await-seconds}) until {@code --expect}
  * messages were acked or {@code --polls} receives came back (0: no limit). {@code --ack-attempt N} acks a message
  * only from its N-th delivery on (1: at once), so earlier deliveries come back after their invisible time: the
- * SDK's way to nack. One {@code received}, {@code acked}/{@code not-acked} record per message, a
+ * SDK's way to nack; with {@code --change-invisible-seconds S} such a delivery's invisible duration is changed to S
+ * seconds ({@code changed} record), so it comes back after S. One {@code received}, {@code acked}/{@code not-acked} record per message, a
  * {@code receive-error}/{@code ack-error} per failure, then {@code done}.
  */
 final class SimpleConsume {
@@ -27,6 +28,7 @@ final class SimpleConsume {
         int batch = opts.integer("batch", 16);
         int ackAttempt = opts.integer("ack-attempt", 1);
         Duration invisible = Duration.ofSeconds(opts.integer("invisible-seconds", 30));
+        int changeInvisible = opts.integer("change-invisible-seconds", 0);
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         int acked = 0;
         int done = 0;
@@ -55,6 +57,15 @@ final class SimpleConsume {
                 for (MessageView v : views) {
                     Peer.emit(Peer.view("received", v));
                     if (v.getDeliveryAttempt() < ackAttempt) {
+                        if (changeInvisible > 0) {
+                            try {
+                                consumer.changeInvisibleDuration(v, Duration.ofSeconds(changeInvisible));
+                                Peer.emit(Peer.record("event", "changed", "id", v.getMessageId().toString(),
+                                    "changed_ms", System.currentTimeMillis()));
+                            } catch (ClientException e) {
+                                Peer.emit(Peer.error("change-error", e));
+                            }
+                        }
                         Peer.emit(Peer.record("event", "not-acked", "id", v.getMessageId().toString()));
                         continue;
                     }
