@@ -202,14 +202,18 @@ class JavaCluster:
             log,
         )
         self.namesrv_process.start(self._env())
-        self._wait_listening(self.namesrv_process, self.namesrv_port)
-        for name in broker_names:
-            self.brokers.append(self._new_broker(name))
-        for broker in self.brokers:
-            broker.process.start(self._env())
-        for broker in self.brokers:
-            self._wait_listening(broker.process, broker.port)
-        self.wait_registered([b.name for b in self.brokers])
+        try:
+            self._wait_listening(self.namesrv_process, self.namesrv_port)
+            for name in broker_names:
+                self.brokers.append(self._new_broker(name))
+            for broker in self.brokers:
+                broker.process.start(self._env())
+            for broker in self.brokers:
+                self._wait_listening(broker.process, broker.port)
+            self.wait_registered([b.name for b in self.brokers])
+        except BaseException:
+            self.stop()  # a start that fails part way leaves no JVM behind
+            raise
         return self
 
     def _new_broker(self, name: str) -> JavaBroker:

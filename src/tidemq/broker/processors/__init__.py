@@ -21,10 +21,9 @@ BrokerProcessor = Callable[["Broker", RemotingConnection, RemotingCommand], Proc
 
 
 def register_all(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    from tidemq.broker.processors import admin, consumer, pull, reply, send, transaction, typed_topics
+    from tidemq.broker.processors import admin, consumer, pull, reply, send, transaction
 
-    # typed_topics after admin: it wraps admin's UPDATE_AND_CREATE_TOPIC with the 5.x attributes.
-    for module in (send, pull, consumer, admin, typed_topics, transaction, reply):
+    for module in (send, pull, consumer, admin, transaction, reply):
         module.register(dispatcher, broker)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ import orjson
 
 from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import after_registration, register_table
+from tidemq.broker.topic_attributes import MESSAGE_TYPE, MIXED, AttributeProblem, apply_changes, parse_changes
 from tidemq.broker.topics import is_system_topic, name_problem
 from tidemq.record import MessageDecodeError, decode_offset_msg_id
 from tidemq.remoting import jsonx
@@ -31,6 +33,7 @@ from tidemq.remoting.transport import RemotingConnection, RemotingError, Request
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
 
+log = logging.getLogger(__name__)
 Result = RemotingCommand | Awaitable[RemotingCommand]
 MAX_UNIQ_QUERY = 32
 
@@ -75,6 +78,17 @@ def create_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
         return req.error(
             ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be between 1 and 1024"
         )
+    existing = broker.topics.get(h.topic)
+    try:  # 5.x attributes (``+message.type=FIFO``): an update without the field keeps the topic's
+        attributes = apply_changes(
+            dict(existing.attributes) if existing is not None else None,
+            parse_changes(req.ext_fields.get("attributes")),
+        )
+    except AttributeProblem as exc:
+        log.info("topic %s not created: %s", h.topic, exc)
+        return req.error(ResponseCode.SYSTEM_ERROR, str(exc))
+    if attributes.get(MESSAGE_TYPE) == MIXED:
+        return req.error(ResponseCode.SYSTEM_ERROR, "MIXED message type is not supported.")
     broker.topics.create_or_update(
         TopicConfig(
             h.topic,
@@ -84,6 +98,7 @@ def create_topic(broker: Broker, conn: RemotingConnection, req: RemotingCommand)
             h.topic_filter_type,
             h.topic_sys_flag or 0,
             h.order,
+            attributes=attributes,
         )
     )
     return after_registration(broker, req.response())
