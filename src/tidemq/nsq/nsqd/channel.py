@@ -287,7 +287,13 @@ class Channel:
         self._release(self.read_ahead_bytes)
 
     def _read_more(self) -> None:
-        result = self._read(self.next_offset, READ_AHEAD)
+        for start, end in self.topic.aborted:  # sorted, merged: one pass steps over each in turn
+            if start <= self.next_offset < end:
+                self.next_offset = end
+        count = min(READ_AHEAD, self.topic.readable_end - self.next_offset)
+        if count <= 0:
+            return  # nothing new, or only a chunked MPUB still being stored
+        result = self._read(self.next_offset, count)
         if result.status is GetStatus.OFFSET_TOO_SMALL:
             log.warning(
                 "channel %s/%s: messages before %d were removed by retention",
@@ -296,14 +302,20 @@ class Channel:
                 result.next_begin_offset,
             )
             self.next_offset = result.next_begin_offset
-            result = self._read(self.next_offset, READ_AHEAD)
+            count = min(READ_AHEAD, self.topic.readable_end - self.next_offset)
+            if count <= 0:
+                return
+            result = self._read(self.next_offset, count)
         if result.status is not GetStatus.FOUND:
             return
         now = now_ms()
         attempts, read_ahead, finished = self.attempts, self.read_ahead, self.finished
         held = 0
         stamped_props, stamped_ms, stamp = b"", -1, (0, 0)
+        aborted = self.topic.aborted
         for offset, store_ms, body, props in record_bodies(result.records):
+            if aborted and any(start <= offset < end for start, end in aborted):
+                continue  # a chunked MPUB that failed midway (nsqd/chunked_publish.py)
             if props != stamped_props or store_ms != stamped_ms:  # a batch's records share both
                 stamped_props, stamped_ms, stamp = props, store_ms, _stamp(props, store_ms)
             if (self.dropped and self._was_dropped(offset)) or attempts.get(offset):
@@ -532,6 +544,11 @@ class Topic:
     #: Published since this process started, as nsqd counts them.
     message_count: int = 0
     message_bytes: int = 0
+    #: Chunked MPUBs in progress (id -> first offset): channels read only below the lowest
+    #: (nsqd/chunked_publish.py). Persisted, so that one a crash cut short is aborted at start.
+    mpubs: dict[str, int] = field(default_factory=dict)
+    #: Offset ranges [start, end) of chunked MPUBs that failed midway: stored, never delivered.
+    aborted: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def store_topic(self) -> str:
@@ -544,6 +561,13 @@ class Topic:
     @property
     def end_offset(self) -> int:
         return self.store.max_offset(self.store_topic, 0)
+
+    @property
+    def readable_end(self) -> int:
+        """Where channels stop reading: the log's end, or the first offset of a chunked MPUB still being
+        stored (so none of it is seen before all of it is)."""
+        end = self.end_offset
+        return min(end, *self.mpubs.values()) if self.mpubs else end
 
     def channel(self, name: str) -> Channel:
         """Get or create; a new channel sees the backlog if it is the first, else only what comes next."""
@@ -585,5 +609,7 @@ class Topic:
             "name": self.name,
             "paused": self.paused,
             "backlog": self.backlog_offset,
+            "mpubs": dict(self.mpubs) or None,
+            "aborted": [list(r) for r in self.aborted] or None,
             "channels": [ch.snapshot() for ch in self.channels.values() if not ch.ephemeral] or None,
         }
