@@ -87,3 +87,29 @@ async def test_mpub_torn_by_a_crash_is_skipped_after_restart(
         consumer = await _consumer(nsqd, "t")
         assert await consumer.drain(0.5) == [b"after"]
         consumer.close()
+
+
+async def test_a_channel_created_during_an_mpub_gets_all_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stalled, release = asyncio.Event(), asyncio.Event()
+    real_give_way, chunks_done = chunked_publish.give_way, []
+
+    async def pause_after_two() -> None:
+        chunks_done.append(1)
+        if len(chunks_done) == 2:
+            stalled.set()
+            await release.wait()
+        await real_give_way()
+
+    async with nsqd_in_process(tmp_path) as nsqd:
+        topic = nsqd.topic("t")
+        topic.channel("a")
+        monkeypatch.setattr(chunked_publish, "give_way", pause_after_two)
+        mpub = asyncio.create_task(nsqd.publish("t", [b"m%d" % i for i in range(BIG)]))
+        await asyncio.wait_for(stalled.wait(), 5)
+        assert topic.channel("a").depth == 0  # held
+        late = topic.channel("b")
+        release.set()
+        await mpub
+        assert late.depth == topic.channel("a").depth == BIG

@@ -157,7 +157,7 @@ class Channel:
     @property
     def depth(self) -> int:
         """Messages waiting for delivery (nsqd's depth: not in flight, not deferred)."""
-        unread = max(0, self.store.max_offset(self.topic.store_topic, 0) - self.next_offset)
+        unread = max(0, self.topic.readable_end - self.next_offset)
         unread -= sum(
             end - max(start, self.next_offset) for start, end in self.dropped if end > self.next_offset
         )
@@ -488,7 +488,7 @@ class Channel:
 
     def empty(self) -> None:
         """Drop everything waiting, deferred and in flight (docs/protocols/nsq-nsqd.md#pause-empty-delete)."""
-        self.next_offset = self.store.max_offset(self.topic.store_topic, 0)
+        self.next_offset = self.topic.readable_end  # a chunked MPUB in progress comes whole, later
         self.release_all()
         self.requeued.clear()
         self.deferred.clear()
@@ -573,7 +573,7 @@ class Topic:
         """Get or create; a new channel sees the backlog if it is the first, else only what comes next."""
         ch = self.channels.get(name)
         if ch is None:
-            start = self.backlog_offset if not self.channels else self.end_offset
+            start = self.backlog_offset if not self.channels else self.readable_end
             ch = self.channels[name] = Channel(self, name, start)
             if self.on_channel is not None:
                 self.on_channel(name, True)
@@ -587,7 +587,7 @@ class Topic:
             for client in list(ch.clients):
                 client.close()
             if not self.channels:
-                self.backlog_offset = self.end_offset
+                self.backlog_offset = self.readable_end
             if self.on_channel is not None:
                 self.on_channel(name, False)
         return ch
@@ -599,10 +599,10 @@ class Topic:
     @property
     def depth(self) -> int:
         """What waits in the topic itself: only the backlog kept while it has no channel."""
-        return 0 if self.channels else max(0, self.end_offset - self.backlog_offset)
+        return 0 if self.channels else max(0, self.readable_end - self.backlog_offset)
 
     def empty(self) -> None:
-        self.backlog_offset = self.end_offset
+        self.backlog_offset = self.readable_end
 
     def snapshot(self) -> dict[str, Any]:
         return {
