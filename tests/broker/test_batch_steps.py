@@ -3,6 +3,7 @@ and a malformed one is refused the same way."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from tidemq.record import (
     encode_properties,
     offset_msg_ids,
 )
+from tidemq.store import MessageStore, StoreConfig
 
 FIELDS: dict[str, Any] = {
     "topic": "T",
@@ -63,3 +65,17 @@ async def test_offset_ids_in_steps_are_the_joined_ids() -> None:
     assert await batch_steps.offset_ids_in_steps(b"\x7f\0\0\1\0\0\0\2", offsets) == offset_msg_ids(
         b"\x7f\0\0\1\0\0\0\2", offsets
     )
+
+
+async def test_keys_of_a_stepped_batch_are_found_in_the_index(tmp_path: Path) -> None:
+    body = _body(batch_steps.STEP_MESSAGES + 3)
+    stepped = await batch_steps.build_in_steps(body, **FIELDS)
+    store = MessageStore(StoreConfig(tmp_path))
+    try:
+        result = store.put_batch("T", 1, stepped)
+        assert store.index is not None
+        last = batch_steps.STEP_MESSAGES + 2
+        assert store.index.lookup("T", f"k{last}") == [result.commit_log_offsets[last]]
+        assert store.index.lookup("T", f"{last:032X}") == [result.commit_log_offsets[last]]
+    finally:
+        await store.close()

@@ -305,7 +305,10 @@ class MessageStore:
             self._roll_back(seg, base, [(cq, first_queue_offset)])
             raise self._write_failure(exc) from None
         if self.index is not None:
-            self.index.add_many(topic, batch.keys, phys_offsets)
+            if batch.key_hashes is not None:
+                self.index.add_hashed(batch.key_hashes, phys_offsets)
+            else:
+                self.index.add_many(topic, batch.keys, phys_offsets)
         for listener in self.dispatch_listeners:
             for tags_code in set(batch.tags_codes):
                 listener(topic, queue_id, cq.max_offset, tags_code)
