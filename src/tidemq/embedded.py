@@ -9,6 +9,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tidemq import loop_monitor
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
 from tidemq.grpc.server import GrpcConfig, GrpcServer
@@ -49,6 +50,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     grpc_server: GrpcServer | None = None
     own_store: MessageStore | None = None
     ready: list[str] = []
+    loop_monitor.MONITOR.start()
     try:
         if plan.namesrv_host is not None:
             namesrv = NameServer(plan.namesrv_host, plan.namesrv_port)
@@ -102,3 +104,4 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             await broker.close()
         if namesrv is not None:
             await namesrv.close()
+        await loop_monitor.MONITOR.close()

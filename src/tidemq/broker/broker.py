@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from tidemq import loop_monitor
 from tidemq.aio import cancel_and_wait, wait_or_timeout
 from tidemq.broker.acl import AclService
 from tidemq.broker.clients import ClientManager
@@ -324,6 +325,7 @@ class Broker:
             "runtime": f"[ {int(time.time() - self.started_at)} seconds ]",
             "putMessageDistributeTime": "",
             "pullHeldCount": str(self.holds.held_count),
+            "loopLagMaxMs": str(round(loop_monitor.MONITOR.worst_ms)),
             "brokerActive": "true",
         }
 

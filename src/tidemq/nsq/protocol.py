@@ -252,14 +252,29 @@ def encode_mpub(topic: str, bodies: list[bytes]) -> bytes:
 def decode_mpub(body: bytes, max_msg_size: int) -> list[bytes]:
     """MPUB's body: a count, then length-prefixed messages; all or nothing
     (docs/protocols/nsq-tcp.md#mpub)."""
+    msgs: list[bytes] = []
+    for _ in decode_mpub_steps(body, max_msg_size, msgs):
+        pass
+    return msgs
+
+
+def mpub_count(body: bytes | None) -> int:
+    """The message count an MPUB body announces (0 if it has none): whether it is worth decoding in steps."""
+    return _SIZE.unpack_from(body, 0)[0] if body and len(body) >= 4 else 0
+
+
+def decode_mpub_steps(body: bytes, max_msg_size: int, msgs: list[bytes], step: int = 65536) -> Iterator[None]:
+    """``decode_mpub`` into ``msgs``, pausing (a ``yield``) every ``step`` messages, so that a caller on
+    the event loop can let others run while a million tiny messages are decoded."""
     if len(body) < 4:
         raise NSQError("E_BAD_BODY", "MPUB failed to read message count")
     (count,) = _SIZE.unpack_from(body, 0)
     if count <= 0 or count > MAX_MPUB_COUNT or count * 4 > len(body) - 4:
         raise NSQError("E_BAD_BODY", f"MPUB invalid message count {count}")
     pos = 4
-    msgs = []
     for i in range(count):
+        if i % step == step - 1:
+            yield
         if pos + 4 > len(body):
             raise NSQError("E_BAD_BODY", "MPUB failed to read message body size")
         (size,) = _SIZE.unpack_from(body, pos)
@@ -274,7 +289,6 @@ def decode_mpub(body: bytes, max_msg_size: int) -> list[bytes]:
         pos += size
     if pos != len(body):
         raise NSQError("E_BAD_BODY", f"MPUB body has {len(body) - pos} bytes past its {count} messages")
-    return msgs
 
 
 @dataclass(slots=True)

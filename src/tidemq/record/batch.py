@@ -82,3 +82,5 @@ class StoredBatch:
     tags_codes: list[int]
     #: Per record, the keys to index (KEYS split on spaces, then UNIQ_KEY), as UTF-8.
     keys: list[list[bytes]] = field(default_factory=list)
+    #: The index's hashes of ``keys`` when worked out ahead, off the store write (a big batch, in steps).
+    key_hashes: list[list[int]] | None = None

@@ -31,6 +31,12 @@ def _hash(data: bytes) -> int:
     return h - (1 << 64) if h >> 63 else h
 
 
+def key_hashes(topic: str, keys: list[list[bytes]]) -> list[list[int]]:
+    """The hashes ``add_many`` would index for each record's UTF-8 ``keys`` in ``topic``."""
+    prefix = f"{topic}\x01".encode()
+    return [[_hash(prefix + key) for key in record_keys] for record_keys in keys]
+
+
 class KeyIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -50,6 +56,19 @@ class KeyIndex:
         """Index a record's keys. Records come in log order, so one already covered is skipped
         (recovery re-dispatches records the index may hold already)."""
         self.add_many(topic, [[key.encode() for key in keys]], [offset])
+
+    def add_hashed(self, hashes: list[list[int]], offsets: list[int]) -> None:
+        """``add_many`` with the keys' hashes worked out ahead (``key_hashes``)."""
+        pack, covered = _ENTRY.pack, self.covered_until
+        pending = [
+            pack(h, offset)
+            for record_hashes, offset in zip(hashes, offsets, strict=True)
+            if offset >= covered
+            for h in record_hashes
+        ]
+        if offsets:
+            self.covered_until = max(covered, offsets[-1] + 1)
+        self._pending += b"".join(pending)
 
     def add_many(self, topic: str, keys: list[list[bytes]], offsets: list[int]) -> None:
         """Index the UTF-8 keys of records appended in log order (``keys[i]`` go with ``offsets[i]``)."""

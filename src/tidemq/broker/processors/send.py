@@ -7,8 +7,9 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from tidemq.broker import batch_steps
 from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import register_table
 from tidemq.broker.timers import MESSAGES_QUEUE, TIMER_PROPERTIES, TimerPlan, TimerRejected
@@ -17,6 +18,7 @@ from tidemq.record import (
     LOOPBACK_HOST,
     MessageDecodeError,
     Prop,
+    StoredBatch,
     SysFlag,
     build_stored_batch,
     decode_properties,
@@ -211,21 +213,53 @@ def _send_batch(
             f"batch messages cannot be timer messages ({', '.join(timer_keys)}): send them one by one",
         )
     batch_props[Prop.CLUSTER] = broker.config.cluster_name
+    body = bytes(req.body)
+    fields: dict[str, Any] = {
+        "topic": topic,
+        "queue_id": queue_id,
+        "sys_flag": h.sys_flag,
+        "born_timestamp": h.born_timestamp,
+        "born_host": born_host,
+        "store_timestamp": int(time.time() * 1000),
+        "store_host": broker.store_host,
+        "extra_properties": encode_properties(batch_props),
+        "max_body": broker.config.max_message_size,
+    }
+    if len(body) > batch_steps.STEP_BODY_BYTES:
+        return _send_big_batch(broker, req, body, fields)
     try:
-        batch = build_stored_batch(
-            bytes(req.body),
-            topic=topic,
-            queue_id=queue_id,
-            sys_flag=h.sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=born_host,
-            store_timestamp=int(time.time() * 1000),
-            store_host=broker.store_host,
-            extra_properties=encode_properties(batch_props),
-            max_body=broker.config.max_message_size,
-        )
+        batch = build_stored_batch(body, **fields)
     except MessageDecodeError as exc:
         return req.error(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    return _store_batch(broker, req, batch, topic, queue_id)
+
+
+async def _send_big_batch(
+    broker: Broker, req: RemotingCommand, body: bytes, fields: dict[str, Any]
+) -> RemotingCommand:
+    """A big batch: encoded in steps that let the loop run others, then stored in one write."""
+    try:
+        batch = await batch_steps.build_in_steps(body, **fields)
+    except MessageDecodeError as exc:
+        return req.error(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    if not batch.sizes:
+        return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch body holds no message")
+    queue_id = fields["queue_id"]
+    try:
+        result = broker.store.put_batch(fields["topic"], queue_id, batch)
+    except StoreError as exc:
+        return req.error(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
+    broker.stats["put"] += len(result.commit_log_offsets)
+    msg_ids = await batch_steps.offset_ids_in_steps(broker.store_host, result.commit_log_offsets)
+    response = _send_response(broker, req, result, queue_id, msg_ids)
+    if broker.store.config.flush_mode is FlushMode.SYNC:
+        return await after_flush(broker, response, result.end_offset)
+    return response
+
+
+def _store_batch(
+    broker: Broker, req: RemotingCommand, batch: StoredBatch, topic: str, queue_id: int
+) -> RemotingCommand | Awaitable[RemotingCommand]:
     if not batch.sizes:
         return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch body holds no message")
     return _store(
@@ -263,10 +297,14 @@ async def after_flush(broker: Broker, response: RemotingCommand, end_offset: int
     return response
 
 
-def _send_response(broker: Broker, req: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+def _send_response(
+    broker: Broker, req: RemotingCommand, result: PutResult, queue_id: int, msg_ids: str | None = None
+) -> RemotingCommand:
     return req.response(
         ext_fields={
-            "msgId": offset_msg_ids(broker.store_host, result.commit_log_offsets),
+            "msgId": msg_ids
+            if msg_ids is not None
+            else offset_msg_ids(broker.store_host, result.commit_log_offsets),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offsets[0]),
             "MSG_REGION": broker.config.region,

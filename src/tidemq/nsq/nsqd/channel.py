@@ -157,7 +157,7 @@ class Channel:
     @property
     def depth(self) -> int:
         """Messages waiting for delivery (nsqd's depth: not in flight, not deferred)."""
-        unread = max(0, self.store.max_offset(self.topic.store_topic, 0) - self.next_offset)
+        unread = max(0, self.topic.readable_end - self.next_offset)
         unread -= sum(
             end - max(start, self.next_offset) for start, end in self.dropped if end > self.next_offset
         )
@@ -287,7 +287,13 @@ class Channel:
         self._release(self.read_ahead_bytes)
 
     def _read_more(self) -> None:
-        result = self._read(self.next_offset, READ_AHEAD)
+        for start, end in self.topic.aborted:  # sorted, merged: one pass steps over each in turn
+            if start <= self.next_offset < end:
+                self.next_offset = end
+        count = min(READ_AHEAD, self.topic.readable_end - self.next_offset)
+        if count <= 0:
+            return  # nothing new, or only a chunked MPUB still being stored
+        result = self._read(self.next_offset, count)
         if result.status is GetStatus.OFFSET_TOO_SMALL:
             log.warning(
                 "channel %s/%s: messages before %d were removed by retention",
@@ -296,14 +302,20 @@ class Channel:
                 result.next_begin_offset,
             )
             self.next_offset = result.next_begin_offset
-            result = self._read(self.next_offset, READ_AHEAD)
+            count = min(READ_AHEAD, self.topic.readable_end - self.next_offset)
+            if count <= 0:
+                return
+            result = self._read(self.next_offset, count)
         if result.status is not GetStatus.FOUND:
             return
         now = now_ms()
         attempts, read_ahead, finished = self.attempts, self.read_ahead, self.finished
         held = 0
         stamped_props, stamped_ms, stamp = b"", -1, (0, 0)
+        aborted = self.topic.aborted
         for offset, store_ms, body, props in record_bodies(result.records):
+            if aborted and any(start <= offset < end for start, end in aborted):
+                continue  # a chunked MPUB that failed midway (nsqd/chunked_publish.py)
             if props != stamped_props or store_ms != stamped_ms:  # a batch's records share both
                 stamped_props, stamped_ms, stamp = props, store_ms, _stamp(props, store_ms)
             if (self.dropped and self._was_dropped(offset)) or attempts.get(offset):
@@ -476,7 +488,7 @@ class Channel:
 
     def empty(self) -> None:
         """Drop everything waiting, deferred and in flight (docs/protocols/nsq-nsqd.md#pause-empty-delete)."""
-        self.next_offset = self.store.max_offset(self.topic.store_topic, 0)
+        self.next_offset = self.topic.readable_end  # a chunked MPUB in progress comes whole, later
         self.release_all()
         self.requeued.clear()
         self.deferred.clear()
@@ -532,6 +544,11 @@ class Topic:
     #: Published since this process started, as nsqd counts them.
     message_count: int = 0
     message_bytes: int = 0
+    #: Chunked MPUBs in progress (id -> first offset): channels read only below the lowest
+    #: (nsqd/chunked_publish.py). Persisted, so that one a crash cut short is aborted at start.
+    mpubs: dict[str, int] = field(default_factory=dict)
+    #: Offset ranges [start, end) of chunked MPUBs that failed midway: stored, never delivered.
+    aborted: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def store_topic(self) -> str:
@@ -545,11 +562,18 @@ class Topic:
     def end_offset(self) -> int:
         return self.store.max_offset(self.store_topic, 0)
 
+    @property
+    def readable_end(self) -> int:
+        """Where channels stop reading: the log's end, or the first offset of a chunked MPUB still being
+        stored (so none of it is seen before all of it is)."""
+        end = self.end_offset
+        return min(end, *self.mpubs.values()) if self.mpubs else end
+
     def channel(self, name: str) -> Channel:
         """Get or create; a new channel sees the backlog if it is the first, else only what comes next."""
         ch = self.channels.get(name)
         if ch is None:
-            start = self.backlog_offset if not self.channels else self.end_offset
+            start = self.backlog_offset if not self.channels else self.readable_end
             ch = self.channels[name] = Channel(self, name, start)
             if self.on_channel is not None:
                 self.on_channel(name, True)
@@ -563,7 +587,7 @@ class Topic:
             for client in list(ch.clients):
                 client.close()
             if not self.channels:
-                self.backlog_offset = self.end_offset
+                self.backlog_offset = self.readable_end
             if self.on_channel is not None:
                 self.on_channel(name, False)
         return ch
@@ -575,15 +599,17 @@ class Topic:
     @property
     def depth(self) -> int:
         """What waits in the topic itself: only the backlog kept while it has no channel."""
-        return 0 if self.channels else max(0, self.end_offset - self.backlog_offset)
+        return 0 if self.channels else max(0, self.readable_end - self.backlog_offset)
 
     def empty(self) -> None:
-        self.backlog_offset = self.end_offset
+        self.backlog_offset = self.readable_end
 
     def snapshot(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "paused": self.paused,
             "backlog": self.backlog_offset,
+            "mpubs": dict(self.mpubs) or None,
+            "aborted": [list(r) for r in self.aborted] or None,
             "channels": [ch.snapshot() for ch in self.channels.values() if not ch.ephemeral] or None,
         }

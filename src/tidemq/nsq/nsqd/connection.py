@@ -30,6 +30,7 @@ from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamComp
 from tidemq.nsq.nsqd import identify
 from tidemq.nsq.nsqd.auth import AuthSession
 from tidemq.nsq.nsqd.channel import WRITE_BYTES, Channel
+from tidemq.nsq.nsqd.chunked_publish import CHUNK_MESSAGES
 from tidemq.nsq.nsqd.config import TLSRequired
 from tidemq.nsq.nsqd.lifecycle import TRANSITIONS, Event, Lifecycle, Writer
 from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, check_publish_line, unknown_verb, wrong_state
@@ -44,9 +45,11 @@ from tidemq.nsq.protocol import (
     FrameType,
     NSQError,
     decode_mpub,
+    decode_mpub_steps,
     encode_frame,
     encode_messages,
     go_quote,
+    mpub_count,
     parse_int,
     valid_name,
 )
@@ -336,8 +339,8 @@ class NsqConnection(BufferedReceiver):
             if inline is None:
                 break
             verb, handler = inline
-            if verb.publish and self.auth_session.required:
-                break  # the permission check may wait for the auth server
+            if verb.publish and (self.auth_session.required or _is_big_mpub(item)):
+                break  # the permission check may wait for the auth server; a big MPUB yields as it goes
             commands.popleft()
             try:
                 if check_tls:
@@ -590,9 +593,25 @@ class NsqConnection(BufferedReceiver):
 
     async def publish(self, cmd: Command) -> None:
         """PUB, MPUB or DPUB, as ``_line_problem`` (before the body was read) allowed it."""
+        if _is_big_mpub(cmd):
+            await self._publish_big(cmd)
+            return
         bodies = self._bodies(cmd)
         await self.auth_session.check(cmd.name.decode(), cmd.params[0].decode(errors="replace"))
         self._store(cmd, bodies)
+
+    async def _publish_big(self, cmd: Command) -> None:
+        """An MPUB of many messages: decoded and stored in steps that let the loop run others
+        (nsqd/chunked_publish.py); answered after the publishes before it."""
+        bodies: list[bytes] = []
+        for _ in decode_mpub_steps(cmd.body or b"", self.nsqd.config.max_msg_size, bodies):
+            await asyncio.sleep(0)
+        topic = cmd.params[0].decode(errors="replace")
+        await self.auth_session.check("MPUB", topic)
+        await self._answer_publishes()
+        await self.nsqd.publish(topic, bodies, error_code="E_MPUB_FAILED")
+        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
+        self.send_response(OK)
 
     def publish_inline(self, cmd: Command) -> bool:
         """``publish`` without a task: what ``_run_inline`` runs when no AUTH can make it wait."""
@@ -624,6 +643,10 @@ _PUBLISHES = frozenset(name for name, verb in VERBS.items() if verb.publish)
 #: What a FinRun's checks see (they read only the verb).
 _FIN = Command(b"FIN", [])
 _FIN_VERB = VERBS[b"FIN"]
+
+
+def _is_big_mpub(cmd: Command) -> bool:
+    return cmd.name == b"MPUB" and mpub_count(cmd.body) > CHUNK_MESSAGES
 
 
 def _is_publish(item: Command | FinRun | NSQError) -> bool:

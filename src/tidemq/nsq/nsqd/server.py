@@ -20,6 +20,7 @@ from aiohttp import web
 
 from tidemq.aio import cancel_and_wait
 from tidemq.nsq.http_server import HttpGuard, serve
+from tidemq.nsq.nsqd import chunked_publish
 from tidemq.nsq.nsqd.acl_auth import AccountsAuthenticator
 from tidemq.nsq.nsqd.auth import Authenticates, Authenticator
 from tidemq.nsq.nsqd.channel import (
@@ -38,7 +39,7 @@ from tidemq.nsq.nsqd.lookup_peer import LookupdRegistrar
 from tidemq.nsq.nsqd.quantile import LatencySettings
 from tidemq.nsq.protocol import VERSION, NSQError, is_ephemeral
 from tidemq.record import LOOPBACK_HOST, build_uniform_batch, encode_properties
-from tidemq.store import FlushMode, MessageStore, StoreError
+from tidemq.store import FlushMode, MessageStore, PutResult, StoreError
 from tidemq.store.documents import JsonSnapshots, read_json
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,10 @@ class Nsqd:
             topic.paused = bool(item.get("paused"))
             end = topic.end_offset
             topic.backlog_offset = min(int(item.get("backlog", 0)), end)
+            topic.aborted = [(int(a), int(b)) for a, b in item.get("aborted") or ()]
+            torn = item.get("mpubs") or {}
+            for mpub_id, first in torn.items():
+                chunked_publish.abort_torn(topic, mpub_id, int(first))
             for ch in item.get("channels") or []:
                 journal_id = int(ch["id"]) if "id" in ch else None
                 done = fins.get(channel_key(journal_id), set()) if journal_id is not None else set()
@@ -136,7 +141,10 @@ class Nsqd:
                 self.store.delete_topic(orphan)
         files = journal_files(self._journal_dir)
         self.journal.generation = max([first, *(number for number, _ in files)]) + 1
-        if files or (data and "fin_journal" not in data):  # the journal replayed, or channels given ids
+        torn_mpubs = any(item.get("mpubs") for item in data.get("topics") or [])
+        if (
+            files or torn_mpubs or (data and "fin_journal" not in data)
+        ):  # the journal replayed, or channels given ids
             self.persist()
 
     def persist(self) -> None:
@@ -246,7 +254,11 @@ class Nsqd:
     async def publish(
         self, topic_name: str, bodies: list[bytes], *, defer_ms: int = 0, error_code: str = "E_PUB_FAILED"
     ) -> None:
-        """Store the messages; return once they are durable as the store's flush mode defines it."""
+        """Store the messages; return once they are durable as the store's flush mode defines it. A big
+        MPUB is stored in chunks that yield to the loop (nsqd/chunked_publish.py)."""
+        if chunked_publish.is_big(bodies):
+            await self._publish_chunked(topic_name, bodies, defer_ms, error_code)
+            return
         end = self.append(topic_name, bodies, defer_ms=defer_ms, error_code=error_code)
         if self.sync_flush:
             await self.wait_durable(end, error_code)
@@ -254,6 +266,40 @@ class Nsqd:
     @property
     def sync_flush(self) -> bool:
         return self.store.config.flush_mode is FlushMode.SYNC
+
+    async def _publish_chunked(
+        self, topic_name: str, bodies: list[bytes], defer_ms: int, error_code: str
+    ) -> None:
+        """A big MPUB, all or nothing, in chunks with a yield after each; held from channels until every
+        chunk is stored (durably, in sync flush), aborted if one fails or the task is cancelled."""
+        topic = self.topic(topic_name)
+        mpub_id = chunked_publish.new_mpub_id()
+        topic.mpubs[mpub_id] = topic.end_offset
+        stored: list[tuple[int, int]] = []
+        try:
+            self.persist()  # durable before the first chunk: a crash from here on aborts it at start
+            end = 0
+            for chunk in chunked_publish.chunks(bodies):
+                result, _ = self._store(
+                    topic, chunk, defer_ms, error_code, {chunked_publish.PROP_MPUB: mpub_id}
+                )
+                stored.append((result.queue_offsets[0], result.queue_offsets[-1] + 1))
+                end = result.end_offset
+                await chunked_publish.give_way()
+            if self.sync_flush:
+                await self.wait_durable(end, error_code)
+        except BaseException as exc:
+            del topic.mpubs[mpub_id]
+            topic.aborted = chunked_publish.merge_ranges(topic.aborted + stored)
+            self._persist_event("an MPUB failed midway")
+            log.warning("nsqd: MPUB of %d to %s failed after %d chunks stored (skipped): %s",
+                        len(bodies), topic.name, len(stored), exc)  # fmt: skip
+            raise
+        del topic.mpubs[mpub_id]
+        self.persist()  # before the answer: a crash after it must not abort an acknowledged MPUB
+        topic.message_count += len(bodies)
+        topic.message_bytes += sum(map(len, bodies))
+        topic.pump()
 
     def append(
         self, topic_name: str, bodies: list[bytes], *, defer_ms: int = 0, error_code: str = "E_PUB_FAILED"
@@ -263,30 +309,12 @@ class Nsqd:
         topic = self.topic(topic_name)
         if not bodies:
             return 0
-        now_ns = time.time_ns()
+        result, now_ns = self._store(topic, bodies, defer_ms, error_code)
         now_ms = now_ns // 1_000_000
-        props = {PROP_TIMESTAMP: str(now_ns)}
-        if defer_ms > 0:
-            props[PROP_DEFER] = str(defer_ms)
-        store_topic = topic.store_topic
-        batch = build_uniform_batch(
-            bodies,
-            topic=store_topic,
-            queue_id=0,
-            properties=encode_properties(props),
-            timestamp=now_ms,
-            born_host=LOOPBACK_HOST,
-            store_host=LOOPBACK_HOST,
-        )
-        try:
-            result = self.store.put_batch(store_topic, 0, batch)
-        except StoreError as exc:
-            raise self._store_failed(exc, error_code) from None
-        self.health_error = ""
         topic.message_count += len(bodies)
         size = sum(map(len, bodies))
         topic.message_bytes += size
-        if topic.channels:
+        if topic.channels and not topic.mpubs:
             first_new = result.queue_offsets[0]
             limit = self.config.mem_queue_size
             due_ms = now_ms + defer_ms if defer_ms > 0 else 0
@@ -296,6 +324,38 @@ class Nsqd:
                 channel.take_published(first_new, now_ns, bodies, due_ms, limit, size)
             topic.pump()
         return result.end_offset
+
+    def _store(
+        self,
+        topic: Topic,
+        bodies: list[bytes],
+        defer_ms: int,
+        error_code: str,
+        extra: dict[str, str] | None = None,
+    ) -> tuple[PutResult, int]:
+        """Encode and store ``bodies`` in one write; returns where, and their timestamp (ns)."""
+        now_ns = time.time_ns()
+        props = {PROP_TIMESTAMP: str(now_ns)}
+        if defer_ms > 0:
+            props[PROP_DEFER] = str(defer_ms)
+        if extra:
+            props.update(extra)
+        store_topic = topic.store_topic
+        batch = build_uniform_batch(
+            bodies,
+            topic=store_topic,
+            queue_id=0,
+            properties=encode_properties(props),
+            timestamp=now_ns // 1_000_000,
+            born_host=LOOPBACK_HOST,
+            store_host=LOOPBACK_HOST,
+        )
+        try:
+            result = self.store.put_batch(store_topic, 0, batch)
+        except StoreError as exc:
+            raise self._store_failed(exc, error_code) from None
+        self.health_error = ""
+        return result, now_ns
 
     async def wait_durable(self, end_offset: int, error_code: str = "E_PUB_FAILED") -> None:
         """Wait until the log is fsynced to ``end_offset`` (one fsync serves many publishes); callers ask
