@@ -25,13 +25,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120 + ROUNDS * 20)]
 QUEUES = 4
 
 
-async def rocketmq_load(namesrv: str, topic: str, tally: Tally, stop: asyncio.Event) -> None:
-    producer = Producer("ChaosPG", namesrv, send_timeout=3.0)
+async def rocketmq_load(
+    namesrv: str, topic: str, tally: Tally, stop: asyncio.Event, prefix: str = "r"
+) -> None:
+    producer = Producer(f"PG-{topic}", namesrv, send_timeout=3.0)
     await producer.start()
     n = 0
     try:
         while not stop.is_set():
-            body = f"r-{n}"
+            body = f"{prefix}-{n}"
             n += 1
             try:
                 result = await producer.send(Message(topic, body.encode()))
