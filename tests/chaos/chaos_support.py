@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,9 +98,12 @@ class ChaosServer:
                 self.peak_rss_mb = max(self.peak_rss_mb, vm_rss_mb(child.pid))
             await asyncio.sleep(0.1)
 
-    async def sigkill_and_restart(self) -> None:
+    async def sigkill_and_restart(self, meanwhile: Callable[[], object] | None = None) -> None:
+        """SIGKILL, run ``meanwhile`` (say, damage the data dir as a lost disk cache would), start again."""
         self.proc.kill()
         self.kills += 1
+        if meanwhile is not None:
+            meanwhile()
         await self.start()
 
     async def stop(self) -> None:
