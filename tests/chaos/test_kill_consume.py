@@ -6,12 +6,12 @@ SIGKILLed and restarted on the same data dir: every acknowledged message is even
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,13 +20,14 @@ from tests.chaos.chaos_support import HERE, ChaosServer, Row, Tally, report, rou
 from tests.chaos.test_kill_produce import QUEUES, nsq_load, rocketmq_load
 from tests.consumer_support import Collector, consumer
 from tests.nsq_support import RawNsq
-from tests.support import RawClient, eventually
+from tests.support import RawClient
 from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.nsq.client.consumer import Consumer as NsqConsumer
 from tidemq.nsq.client.message import Message as NsqMessage
 
 ROUNDS = rounds(short=3)
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180 + ROUNDS * 20)]
+QUIET_S = 20.0
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300 + ROUNDS * 30)]
 
 
 class SdkConsumer:
@@ -116,8 +117,14 @@ async def test_sigkill_rounds_during_consumption_every_acknowledged_message_is_c
         def all_consumed() -> bool:
             return all(not tallies[p].acknowledged - set(got()) for p, got in consumed.items())
 
-        with contextlib.suppress(AssertionError):  # reported below, protocol by protocol
-            await eventually(all_consumed, timeout=90, what="every acknowledged message consumed")
+        # A consumer far behind (the SDK acks one message per call) is waited for as long as it makes
+        # progress; one that stops short for QUIET_S has lost messages (reported below, protocol by protocol).
+        seen, quiet_since = -1, time.monotonic()
+        while not all_consumed() and time.monotonic() - quiet_since < QUIET_S:
+            now = sum(len(got()) for got in consumed.values())
+            if now != seen:
+                seen, quiet_since = now, time.monotonic()
+            await asyncio.sleep(0.5)
         snapshot = {p: got() for p, got in consumed.items()}
     finally:
         stop.set()
