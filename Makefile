@@ -27,6 +27,12 @@ typecheck: $(STAMP)
 pytest: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) java rocketmq-jars
 	$(PY) -m pytest -q
 
+# The chaos suite's long run (tests/chaos/, docs/reliability.md): 100 SIGKILL rounds under sync-flush load on
+# RocketMQ remoting, NSQ TCP and gRPC, kills during consumption, disk full; writes its table into the doc.
+.PHONY: chaos
+chaos: $(STAMP)
+	TIDEMQ_CHAOS=long $(PY) -m pytest -q -s -m chaos tests/chaos
+
 bench: $(STAMP)
 	$(PY) benchmarks/broker_bench.py
 

@@ -8,14 +8,10 @@ would: bit flips, cuts, lying length fields, splices and plain noise.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import socket
 import struct
 from collections.abc import Callable
-
-#: The long run (``make chaos``) sets this; the short one is what ``make test`` runs.
-LONG = os.environ.get("TIDEMQ_CHAOS_LONG") == "1"
 
 _LIES = (0, 1, 3, 4, 0x7FFFFFFF, 0xFFFFFFFF, 0x80000000, 16 * 1024 * 1024 + 1, 5 * 1024 * 1024 + 1, 65536)
 

@@ -4,7 +4,7 @@ The only allowed outcomes are a value or the decoder's own error type. Sizes are
 shows as a deadline failure. Frame and record decoders already have structured property tests
 (tests/remoting/test_fuzz_decoders.py, tests/record/test_fuzz_records.py); here they get inputs mutated
 from valid encodings, and the decoders those files do not cover get both kinds.
-``TIDEMQ_CHAOS_LONG=1`` runs 20 times the examples.
+``TIDEMQ_CHAOS=long`` runs 20 times the examples.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.chaos.fuzz_support import LONG
+from tests.chaos.chaos_support import LONG
 from tidemq.acl.file import AclFileError, load_acl_config
 from tidemq.filter.sql92 import SqlEvaluationError, SqlParseError, compile_sql
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy

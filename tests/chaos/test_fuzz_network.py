@@ -3,7 +3,7 @@
 Seeds are captured traffic (tidemq's own remoting client and grpcio, recorded through a proxy) and frames
 built with the NSQ codecs. After each port's share of frames the server must still be running, answer a
 well-behaved client on every protocol, have logged no Python traceback, and keep its RSS bounded.
-``make test`` sends a few thousand frames with a fixed seed; ``TIDEMQ_CHAOS_LONG=1`` (``make chaos``)
+``make test`` sends a few thousand frames with a fixed seed; ``TIDEMQ_CHAOS=long`` (``make chaos``)
 about 100,000, with the seed from TIDEMQ_FUZZ_SEED if set.
 """
 
@@ -19,7 +19,8 @@ import grpc
 import orjson
 import pytest
 
-from tests.chaos.fuzz_support import LONG, Recorder, blast, mutate
+from tests.chaos.chaos_support import LONG
+from tests.chaos.fuzz_support import Recorder, blast, mutate
 from tests.support import RawClient, ServerProcess, create_topic, unique
 from tidemq.grpc.proto import definition_pb2 as pb
 from tidemq.grpc.proto import service_pb2 as spb
