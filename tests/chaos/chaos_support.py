@@ -65,6 +65,29 @@ class Tally:
         return len(lost), sum(n - 1 for n in counts.values() if n > 1), lost
 
 
+def judge(
+    tallies: dict[str, Tally], seen: dict[str, list[str]], title: Callable[[str], str], peak_rss_mb: float
+) -> None:
+    """Report one row per protocol (``title(protocol)``) and fail if any acknowledged message was not seen."""
+    failures = []
+    for protocol, tally in tallies.items():
+        lost, duplicates, missing = tally.check(seen[protocol])
+        report(
+            Row(
+                title(protocol),
+                len(tally.acknowledged),
+                lost,
+                duplicates,
+                peak_rss_mb=peak_rss_mb,
+                note=f"{tally.failed} sends failed (unacknowledged)",
+            )
+        )
+        if lost:
+            failures.append(f"{protocol}: {lost} acknowledged never seen again, e.g. {sorted(missing)[:5]}")
+        assert tally.acknowledged, f"{protocol}: nothing acknowledged at all"
+    assert not failures, failures
+
+
 def vm_rss_mb(pid: int) -> float:
     with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as status:
         for line in status:

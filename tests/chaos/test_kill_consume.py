@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.chaos_support import HERE, ChaosServer, Row, Tally, report, rounds
+from tests.chaos.chaos_support import HERE, ChaosServer, Tally, judge, rounds
 from tests.chaos.test_kill_produce import QUEUES, nsq_load, rocketmq_load
 from tests.consumer_support import Collector, consumer
 from tests.nsq_support import RawNsq
@@ -133,20 +133,9 @@ async def test_sigkill_rounds_during_consumption_every_acknowledged_message_is_c
         await push.shutdown()
         await nsq_consumer.stop()
         await server.stop()
-    failures = []
-    for protocol, tally in tallies.items():
-        lost, duplicates, missing = tally.check(snapshot[protocol])
-        report(
-            Row(
-                f"SIGKILL x{ROUNDS} during consumption, {protocol} consumer",
-                len(tally.acknowledged),
-                lost,
-                duplicates,
-                peak_rss_mb=server.peak_rss_mb,
-                note=f"{tally.failed} sends failed (unacknowledged)",
-            )
-        )
-        if lost:
-            failures.append(f"{protocol}: {lost} acknowledged never consumed, e.g. {sorted(missing)[:5]}")
-        assert tally.acknowledged, f"{protocol}: nothing acknowledged at all"
-    assert not failures, failures
+    judge(
+        tallies,
+        snapshot,
+        lambda protocol: f"SIGKILL x{ROUNDS} during consumption, {protocol} consumer",
+        server.peak_rss_mb,
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.chaos_support import ChaosServer, Row, SdkProducer, Tally, report, rounds
+from tests.chaos.chaos_support import ChaosServer, SdkProducer, Tally, judge, rounds
 from tests.nsq_support import RawNsq
 from tests.support import RawClient
 from tidemq.client.message import Message, SendStatus
@@ -119,20 +119,9 @@ async def test_sigkill_rounds_under_sync_flush_load_lose_no_acknowledged_message
         if sdk is not None:
             await asyncio.to_thread(sdk.finish)
         await server.stop()
-    failures = []
-    for protocol, tally in tallies.items():
-        lost, duplicates, missing = tally.check(consumed[protocol])
-        report(
-            Row(
-                f"SIGKILL x{ROUNDS}, sync flush, {protocol} producer",
-                len(tally.acknowledged),
-                lost,
-                duplicates,
-                peak_rss_mb=server.peak_rss_mb,
-                note=f"{tally.failed} sends failed (unacknowledged)",
-            )
-        )
-        if lost:
-            failures.append(f"{protocol}: {lost} acknowledged lost, e.g. {sorted(missing)[:5]}")
-        assert tally.acknowledged, f"{protocol}: nothing acknowledged at all"
-    assert not failures, failures
+    judge(
+        tallies,
+        consumed,
+        lambda protocol: f"SIGKILL x{ROUNDS}, sync flush, {protocol} producer",
+        server.peak_rss_mb,
+    )
