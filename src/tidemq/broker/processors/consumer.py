@@ -79,14 +79,16 @@ def heart_beat(broker: Broker, conn: RemotingConnection, req: RemotingCommand) -
         model = text(consumer, "messageModel", "ConsumerData") or "CLUSTERING"
         if model == "CLUSTERING":
             broker.topics.ensure(retry_topic(group), config.retry_queue_nums)
-        try:
-            with body_shape("SubscriptionData"):
+        with body_shape("SubscriptionData"):
+            try:  # inside: a bad SQL92 expression is the protocol's parse failure, not a bad body
                 subs = [
                     SubscriptionData.from_json(s)
                     for s in objects(consumer, "subscriptionDataSet", "ConsumerData")
                 ]
-        except SqlParseError as e:
-            return req.error(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the subscription failed: {e}")
+            except SqlParseError as e:
+                return req.error(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the subscription failed: {e}"
+                )
         changed = broker.clients.register_consumer(
             group,
             conn,
