@@ -3,9 +3,9 @@
 Every request is handled on one loop, so one slow request delays every client of every protocol. A
 task asks to wake every INTERVAL_S and measures how much later it really woke: that lag is how long
 something held the loop. A lag past the warning threshold is logged (one line per ``warn_every_s`` at
-most, counting the ones left out), and the worst since start is exported, as ``loop_lag_max_ms`` in
-nsqd's ``/stats`` and ``loopLagMaxMs`` in the broker's runtime info (GET_BROKER_RUNTIME_INFO), where an
-operator can read it.
+most, counting the ones left out), and the worst since start is exported as ``loopLagMaxMs`` in the
+broker's runtime info (GET_BROKER_RUNTIME_INFO), where an operator can read it; nsqd's ``/stats`` keeps
+the real nsqd's exact shape, so it is not there.
 """
 
 from __future__ import annotations

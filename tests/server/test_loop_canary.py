@@ -21,7 +21,7 @@ from tests.nsq_support import RawNsq
 from tests.support import RawClient, ServerProcess, create_topic, unique
 from tidemq.client import api
 from tidemq.record import BatchItem, encode_batch, encode_properties
-from tidemq.remoting.codes import ResponseCode
+from tidemq.remoting.codes import RequestCode, ResponseCode
 
 pytestmark = pytest.mark.e2e
 
@@ -87,8 +87,12 @@ async def _beside_canary(server: ServerProcess, abuse: Callable[[], Awaitable[No
     await asyncio.sleep(0.3)
     stop.set()
     gaps = await canary
-    with urllib.request.urlopen(f"http://{server.nsqd_http}/stats?format=json", timeout=10) as answer:
-        lag = orjson.loads(answer.read()).get("loop_lag_max_ms")
+    admin = await RawClient.open(server.broker)
+    try:
+        info = await admin.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+    finally:
+        admin.close()
+    lag = orjson.loads(info.body)["table"].get("loopLagMaxMs")
     print(
         f"abuse took {took:.2f} s, RSS peak +{peak - before:.0f} MB; canary: {len(gaps)} rounds, "
         f"worst gap {max(gaps) * 1000:.0f} ms; server's worst loop lag so far {lag} ms"

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from tidemq import loop_monitor
 from tidemq.nsq.nsqd.quantile import human_ns, latency_result
 from tidemq.nsq.protocol import VERSION
 
@@ -159,8 +158,6 @@ def nsqd_stats(nsqd: Nsqd, query: StatsQuery) -> dict[str, Any]:
         "health": f"NOK - {nsqd.health_problem}" if nsqd.health_problem else "OK",
         "start_time": int(nsqd.started_at),
         "topics": topics,
-        # tidemq's own: the worst event-loop stall since start (tidemq/loop_monitor.py)
-        "loop_lag_max_ms": round(loop_monitor.MONITOR.worst_ms),
     }
     if query.include_mem:
         stats["memory"] = memory_stats()
