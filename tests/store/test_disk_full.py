@@ -14,7 +14,7 @@ import pytest
 from tests.store.disk_full_support import fill, small_filesystem
 from tidemq.record import encode_record, iter_records, tag_hash
 from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError
-from tidemq.store.message_store import AppendRequest
+from tidemq.store.requests import AppendRequest
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from tidemq.record import (
 )
 from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError, mapped_file, message_store
 from tidemq.store.mapped_file import MappedFile
-from tidemq.store.message_store import AppendRequest
+from tidemq.store.requests import AppendRequest
 
 
 def _append(

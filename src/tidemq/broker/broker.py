@@ -40,7 +40,7 @@ from tidemq.remoting.transport import (
     connect,
 )
 from tidemq.store import MessageStore, PopStore, StoreConfig
-from tidemq.store.message_store import AppendRequest, record_keys
+from tidemq.store.requests import AppendRequest, record_keys
 
 log = logging.getLogger(__name__)
 

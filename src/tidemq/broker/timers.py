@@ -34,7 +34,7 @@ from tidemq.aio import cancel_and_wait, wait_or_timeout
 from tidemq.record import MessageExt, Prop, decode_record
 from tidemq.remoting.names import TIMER_TOPIC
 from tidemq.store import StoreError, TimeIndex
-from tidemq.store.message_store import AppendRequest
+from tidemq.store.requests import AppendRequest
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker

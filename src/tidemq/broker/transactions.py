@@ -59,7 +59,7 @@ from tidemq.remoting.names import (
 )
 from tidemq.remoting.transport import RemotingConnection
 from tidemq.store import StoreError
-from tidemq.store.message_store import AppendRequest, PutResult
+from tidemq.store.requests import AppendRequest, PutResult
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker

@@ -36,7 +36,7 @@ from tidemq.grpc.transactions import GrpcTransactions, send_halves
 from tidemq.record import LOOPBACK_HOST, MessageDecodeError, Prop, pack_host
 from tidemq.remoting.names import TIMER_TOPIC
 from tidemq.store import FlushMode, StoreError
-from tidemq.store.message_store import AppendRequest
+from tidemq.store.requests import AppendRequest
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker

@@ -26,7 +26,7 @@ from tidemq.grpc.proto import service_pb2 as spb
 from tidemq.grpc.status import Code, GrpcStatusError, ok, status
 from tidemq.record import MessageExt, Prop, offset_msg_id
 from tidemq.store import FlushMode, StoreError
-from tidemq.store.message_store import AppendRequest
+from tidemq.store.requests import AppendRequest
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker

@@ -11,8 +11,9 @@ It knows nothing of sockets or protocols and imports no front-end (``broker/``, 
 """
 
 from tidemq.store.config import FlushMode, StoreConfig
-from tidemq.store.message_store import GetResult, GetStatus, MessageStore, PutResult, StoreError
+from tidemq.store.message_store import MessageStore
 from tidemq.store.pop import PopStore
+from tidemq.store.requests import GetResult, GetStatus, PutResult, StoreError
 from tidemq.store.timer_index import TimeIndex
 
 __all__ = [

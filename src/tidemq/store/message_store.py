@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import enum
 import errno
 import fcntl
 import itertools
@@ -18,13 +17,12 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tidemq.aio import cancel_and_wait, wait_or_timeout
-from tidemq.record import Prop, StoredBatch, decode_record, record_properties, tag_hash
+from tidemq.record import StoredBatch, decode_record, record_properties
 from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
@@ -33,73 +31,24 @@ from tidemq.store.disk_guard import DiskGuard
 from tidemq.store.documents import Documents, read_json, write_json_atomic
 from tidemq.store.key_index import KeyIndex
 from tidemq.store.mapped_file import MappedFile
+from tidemq.store.requests import (
+    AppendRequest,
+    GetResult,
+    GetStatus,
+    PutResult,
+    StoreError,
+    TagsCodeFn,
+    default_tags_code,
+    record_keys,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_TRANSFER_BYTES = 256 * 1024
 MAX_TRANSFER_COUNT = 32
 
-TagsCodeFn = Callable[[str, int, dict[str, str], int], int]
 DispatchListener = Callable[[str, int, int, int], None]
 TopicDeletedListener = Callable[[str], None]
-
-
-class StoreError(Exception):
-    """The store cannot take the write (disk full, closed); nothing of it was acknowledged."""
-
-
-class GetStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
-    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
-
-
-@dataclass(slots=True)
-class AppendRequest:
-    """One record to append; its queue and commit-log offsets are patched in by the store."""
-
-    record: bytearray
-    topic: str
-    queue_id: int
-    tags_code: int
-    keys: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class PutResult:
-    commit_log_offsets: list[int]
-    queue_offsets: list[int]
-    end_offset: int
-
-
-@dataclass(slots=True)
-class GetResult:
-    status: GetStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    #: The records found, back to back (as a pull answer's body carries them), and how many.
-    records: bytes = b""
-    count: int = 0
-
-
-def record_keys(props: dict[str, str]) -> list[str]:
-    """The keys a record is indexed under: its KEYS (space-separated), then its UNIQ_KEY."""
-    keys = props.get(Prop.KEYS, "").split()
-    uniq = props.get(Prop.UNIQ_KEY)
-    if uniq:
-        keys.append(uniq)
-    return keys
-
-
-def default_tags_code(topic: str, queue_id: int, props: dict[str, str], store_ts: int) -> int:
-    return tag_hash(props.get(Prop.TAGS))
 
 
 class MessageStore:

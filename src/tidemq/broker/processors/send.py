@@ -34,7 +34,7 @@ from tidemq.remoting.names import RETRY_PREFIX, TIMER_TOPIC, dlq_topic, retry_to
 from tidemq.remoting.route import PERM_READ, PERM_WRITE
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
 from tidemq.store import FlushMode, StoreError
-from tidemq.store.message_store import PutResult
+from tidemq.store.requests import PutResult
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
