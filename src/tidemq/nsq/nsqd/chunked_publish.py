@@ -27,7 +27,7 @@ from tidemq.record import record_bodies
 from tidemq.store import GetStatus
 
 if TYPE_CHECKING:
-    from tidemq.nsq.nsqd.channel import Topic
+    from tidemq.nsq.nsqd.topic import Topic
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,9 @@ from tidemq.nsq.nsqd.stats import StatsQuery, nsqd_stats, render_text
 from tidemq.nsq.protocol import NSQError, valid_name
 
 if TYPE_CHECKING:
-    from tidemq.nsq.nsqd.channel import Channel, Topic
+    from tidemq.nsq.nsqd.channel import Channel
     from tidemq.nsq.nsqd.server import Nsqd
+    from tidemq.nsq.nsqd.topic import Topic
 
 log = logging.getLogger(__name__)
 

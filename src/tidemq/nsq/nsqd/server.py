@@ -29,7 +29,6 @@ from tidemq.nsq.nsqd.channel import (
     STORE_PREFIX,
     Channel,
     MemoryBudget,
-    Topic,
 )
 from tidemq.nsq.nsqd.config import LOG_LEVEL_NUMBERS, NsqdConfig
 from tidemq.nsq.nsqd.connection import NsqConnection
@@ -37,6 +36,7 @@ from tidemq.nsq.nsqd.fin_journal import FinJournal, channel_key, journal_files, 
 from tidemq.nsq.nsqd.http_api import make_app
 from tidemq.nsq.nsqd.lookup_peer import LookupdRegistrar
 from tidemq.nsq.nsqd.quantile import LatencySettings
+from tidemq.nsq.nsqd.topic import Topic
 from tidemq.nsq.protocol import VERSION, NSQError, is_ephemeral
 from tidemq.record import LOOPBACK_HOST, build_uniform_batch, encode_properties
 from tidemq.store import FlushMode, MessageStore, PutResult, StoreError

@@ -20,9 +20,10 @@ from tidemq.nsq.nsqd.quantile import human_ns, latency_result
 from tidemq.nsq.protocol import VERSION
 
 if TYPE_CHECKING:
-    from tidemq.nsq.nsqd.channel import Channel, Topic
+    from tidemq.nsq.nsqd.channel import Channel
     from tidemq.nsq.nsqd.connection import NsqConnection
     from tidemq.nsq.nsqd.server import Nsqd
+    from tidemq.nsq.nsqd.topic import Topic
 
 NO_LATENCY = {"count": 0, "percentiles": None}
 
