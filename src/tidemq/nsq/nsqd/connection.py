@@ -29,11 +29,12 @@ from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
 from tidemq.nsq.nsqd import identify
 from tidemq.nsq.nsqd.auth import AuthSession
-from tidemq.nsq.nsqd.channel import WRITE_BYTES, Channel
+from tidemq.nsq.nsqd.channel import Channel
 from tidemq.nsq.nsqd.chunked_publish import CHUNK_MESSAGES
 from tidemq.nsq.nsqd.config import TLSRequired
 from tidemq.nsq.nsqd.lifecycle import TRANSITIONS, Event, Lifecycle, Writer
 from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, check_publish_line, unknown_verb, wrong_state
+from tidemq.nsq.nsqd.write_flow import OUTPUT_HIGH_WATER, WriteFlow
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
     HEARTBEAT,
@@ -106,12 +107,7 @@ class NsqConnection(BufferedReceiver):
         self._fin_gate = 0
         #: Output written after a FIN that was not durable yet: (journal position it waits for, data).
         self._held: list[tuple[int, Bytes]] = []
-        #: Bytes of message bodies queued in ``_output`` this loop pass; delivery waits past WRITE_BYTES.
-        self._queued_bytes = 0
-        #: Set while the transport's buffer is over its high-water mark (the client is not reading).
-        self._write_paused = False
-        #: Disconnects a client whose writes stay paused for a heartbeat interval (nsqd's write deadline).
-        self._stall_timer: asyncio.TimerHandle | None = None
+        self._flow = WriteFlow(self._write_stalled)
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------------------
 
@@ -161,7 +157,7 @@ class NsqConnection(BufferedReceiver):
         self.nsqd.connections.discard(self)
         self.nsqd.journal.waiters.discard(self)
         self._held.clear()
-        self._cancel_stall_timer()
+        self._flow.cancel()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
         if self.channel is not None:
@@ -177,36 +173,21 @@ class NsqConnection(BufferedReceiver):
     def receiving(self) -> bool:
         """Subscribed, open, and its writes are draining: nothing more is delivered to a client whose
         transport is over its high-water mark or that already has WRITE_BYTES queued this pass."""
-        return (
-            self.state is State.SUBSCRIBED
-            and self.lifecycle is _OPEN
-            and not self._write_paused
-            and self._queued_bytes < WRITE_BYTES
-        )
+        return self.state is State.SUBSCRIBED and self.lifecycle is _OPEN and self._flow.open
 
     # --- flow control: asyncio calls these as the transport's buffer crosses its marks -------------
 
     def pause_writing(self) -> None:
-        self._write_paused = True
-        if self._stall_timer is None:
-            interval_ms = self.heartbeat_interval_ms or self.nsqd.config.client_timeout_ms
-            self._stall_timer = asyncio.get_running_loop().call_later(interval_ms / 1000, self._write_stalled)
+        self._flow.pause((self.heartbeat_interval_ms or self.nsqd.config.client_timeout_ms) / 1000)
 
     def resume_writing(self) -> None:
-        self._write_paused = False
-        self._cancel_stall_timer()
+        self._flow.resume()
         if self.channel is not None and self.receiving:
             self.channel.pump()
 
-    def _cancel_stall_timer(self) -> None:
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
-            self._stall_timer = None
-
     def _write_stalled(self) -> None:
         """Nothing drained for a heartbeat interval: nsqd's write deadline would fail the write here."""
-        self._stall_timer = None
-        if self.transport is not None and self._write_paused:
+        if self.transport is not None:
             log.warning(
                 "client %s read nothing for %d ms with %d bytes pending; disconnecting it",
                 self.remote,
@@ -217,14 +198,11 @@ class NsqConnection(BufferedReceiver):
 
     def _send(self, data: Bytes) -> None:
         """The output buffer's sink: held while a FIN before it is not durable, else written."""
-        if self._queued_bytes:
-            full = self._queued_bytes >= WRITE_BYTES
-            self._queued_bytes = 0
-            if full and self.channel is not None:  # delivery waited for this write: go on if it drains
-                self._send_now(data)
-                if self.receiving:
-                    self.channel.pump()
-                return
+        if self._flow.written() and self.channel is not None:  # delivery waited for this write: go on
+            self._send_now(data)
+            if self.receiving:
+                self.channel.pump()
+            return
         self._send_now(data)
 
     def _send_now(self, data: Bytes) -> None:
@@ -279,7 +257,7 @@ class NsqConnection(BufferedReceiver):
 
     def send_messages(self, messages: list[tuple[int, int, bytes, bytes]]) -> None:
         self.stats["message_count"] += len(messages)
-        self._queued_bytes += sum([len(message[3]) for message in messages])
+        self._flow.queued_bytes += sum([len(message[3]) for message in messages])
         self._output.write_parts(encode_messages(messages))
 
     def close(self) -> None:
@@ -636,9 +614,6 @@ class NsqConnection(BufferedReceiver):
             self.send_response(OK)
 
 
-#: The transport's write buffer high-water mark: past it asyncio pauses writing and delivery stops until
-#: the client reads it down to a quarter of it.
-OUTPUT_HIGH_WATER = 1024 * 1024
 _PUBLISHES = frozenset(name for name, verb in VERBS.items() if verb.publish)
 #: What a FinRun's checks see (they read only the verb).
 _FIN = Command(b"FIN", [])
