@@ -1,5 +1,6 @@
-"""The README's examples run as written: each Python snippet is cut out of README.md and run as a script
-against a real ``tidemq server``, with only the default addresses swapped for the test server's ports."""
+"""The README's examples run as written: each Python snippet is cut out of README.md (or the user doc it
+links to) and run as a script against a real ``tidemq server``, with only the default addresses swapped for
+the test server's ports."""
 
 from __future__ import annotations
 
@@ -23,16 +24,18 @@ from tidemq.client import Message, Producer
 
 pytestmark = pytest.mark.e2e
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CLIENTS_DOC = ROOT / "docs" / "clients.md"
 SNIPPET_TIMEOUT_S = 120
 SPARK_TIMEOUT_S = 300
 
 
-def snippet(marker: str) -> str:
-    """The README's one ```python block that contains ``marker``."""
-    blocks = re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+def snippet(marker: str, doc: Path = README) -> str:
+    """The one ```python block of ``doc`` that contains ``marker``."""
+    blocks = re.findall(r"^```python\n(.*?)^```", doc.read_text(), flags=re.S | re.M)
     found = [b for b in blocks if marker in b]
-    assert len(found) == 1, f"{len(found)} README python blocks contain {marker!r}"
+    assert len(found) == 1, f"{len(found)} python blocks of {doc.name} contain {marker!r}"
     return found[0]
 
 
@@ -116,7 +119,7 @@ def test_features_snippet_commits_filters_and_delivers_on_time(
 ) -> None:
     """The transaction, SQL92 and timer example: the committed order and the timer message arrive, the
     rolled-back order and the message the filter leaves out never do."""
-    code = snippet("send_in_transaction").replace("127.0.0.1:9876", readme_server.namesrv)
+    code = snippet("send_in_transaction", CLIENTS_DOC).replace("127.0.0.1:9876", readme_server.namesrv)
     done = run_snippet(code, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     lines = done.stdout.splitlines()
