@@ -281,3 +281,26 @@ def discard_stdout() -> None:
     """The reader of our stdout went away (``| head``): send what is still written there nowhere, so
     the command can stop cleanly instead of dying of a broken pipe at exit."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+class Progress:
+    """A progress bar on stderr for a command that knows how much it will do, shown only where it helps:
+    stderr is a terminal and stdout is not (a receiving command printing to the terminal would interleave
+    with its own bar), so scripts and pipes see no control characters."""
+
+    def __init__(self, length: int | None, label: str, *, prints_to_stdout: bool) -> None:
+        shown = bool(length) and sys.stderr.isatty() and not (prints_to_stdout and sys.stdout.isatty())
+        self._bar: Any = click.progressbar(length=length, label=label, file=sys.stderr) if shown else None
+
+    def __enter__(self) -> Progress:
+        if self._bar is not None:
+            self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def update(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.update(n)

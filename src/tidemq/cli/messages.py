@@ -18,6 +18,7 @@ import orjson
 from tidemq.cli.common import (
     SIGNALS_HELP,
     Credentials,
+    Progress,
     StopOnSignal,
     body_text,
     credentials_option,
@@ -294,11 +295,7 @@ async def _produce(
     started = time.monotonic()
     config = ClientConfig(namesrv_addr=namesrv, credentials=credentials)
     async with Producer(group, config=config) as producer:
-        with (
-            click.progressbar(length=count, label="sending", file=sys.stderr)
-            if count and fmt == "text" and sys.stderr.isatty()
-            else _nullbar() as bar
-        ):
+        with Progress(count if fmt == "text" else None, "sending", prints_to_stdout=False) as bar:
             sends = _Sends(in_flight, fmt, bar, stop)
             try:
                 async for body in bodies():
@@ -324,17 +321,6 @@ def _synthetic(count: int, size: int) -> Iterator[bytes]:
     filler = os.urandom(size // 2 + 1).hex()[:size].encode()
     for _ in range(count):
         yield filler
-
-
-class _nullbar:
-    def __enter__(self) -> _nullbar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def update(self, n: int) -> None:
-        return None
 
 
 async def _check_pull_permission(
@@ -416,17 +402,19 @@ async def _consume(
             enough.set()
             await asyncio.Event().wait()
         received += len(msgs)
+        bar.update(len(msgs))
         if count is not None and received >= count:
             enough.set()
         return ok
 
     consumer.register_listener(listener, orderly=orderly)
-    try:
-        await consumer.start()
-        async with asyncio.timeout(timeout):
-            await enough.wait()
-    except TimeoutError:
-        pass
-    finally:
-        await consumer.shutdown()
+    with Progress(count, "receiving", prints_to_stdout=True) as bar:
+        try:
+            await consumer.start()
+            async with asyncio.timeout(timeout):
+                await enough.wait()
+        except TimeoutError:
+            pass
+        finally:
+            await consumer.shutdown()
     return received, signals.describe()

@@ -12,6 +12,7 @@ import click
 
 from tidemq.cli.common import (
     SIGNALS_HELP,
+    Progress,
     StopOnSignal,
     lookupd_addresses,
     nsqd_addresses,
@@ -115,15 +116,17 @@ async def _tail(
         out.write(message.body + b"\n")
         out.flush()
         shown += 1
+        bar.update(1)
         if total and shown >= total:
             done.set()
 
     consumer.add_handler(show)
     StopOnSignal(done.set).install()
-    await consumer.connect_to_nsqds(list(nsqd))
-    await consumer.connect_to_lookupds(list(lookupd))
-    await done.wait()
-    await consumer.stop(timeout=5.0)
+    with Progress(total, "receiving", prints_to_stdout=True) as bar:
+        await consumer.connect_to_nsqds(list(nsqd))
+        await consumer.connect_to_lookupds(list(lookupd))
+        await done.wait()
+        await consumer.stop(timeout=5.0)
     return shown
 
 
