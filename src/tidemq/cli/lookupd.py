@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from tidemq.address import LOCALHOST
+from tidemq.cli.go_flags import GoFlagsCommand
 from tidemq.cli.nsq_options import Decorator, connection_limit_options, connection_limits, host_port
 from tidemq.cli.servers import config_option, run_plan
 from tidemq.embedded import ServerPlan
@@ -41,7 +42,7 @@ def _duration_option(flag: str, default: str, help_text: str) -> Decorator:
 
 
 def register(main: click.Group) -> None:
-    @main.command("nsqlookupd")
+    @main.command("nsqlookupd", cls=GoFlagsCommand)
     @config_option()
     @click.option("--tcp-address", default=f"{LOCALHOST}:4160", show_default=True, help="HOST:PORT for nsqd.")
     @click.option(

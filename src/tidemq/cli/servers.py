@@ -15,6 +15,7 @@ import click
 from tidemq.acl import AclFileError, read_acl_file
 from tidemq.address import LOCALHOST, is_host_port
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
+from tidemq.cli.go_flags import GoFlagsCommand
 from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_config, option_group
 from tidemq.embedded import ServerPlan, serve
 from tidemq.grpc.server import GrpcConfig
@@ -325,7 +326,7 @@ def register(main: click.Group) -> None:
             plan.grpc = GrpcConfig(listen, grpc_port, grpc_tls_cert, grpc_tls_key)
         run_plan(plan)
 
-    @main.command()
+    @main.command(cls=GoFlagsCommand)
     @config_option()
     @click.option("--tcp-address", default=f"{LOCALHOST}:4150", show_default=True, help="TCP protocol V2.")
     @click.option("--http-address", default=f"{LOCALHOST}:4151", show_default=True, help="HTTP API.")
@@ -340,7 +341,11 @@ def register(main: click.Group) -> None:
         retention_hours: float,
         **opts: Any,
     ) -> None:
-        """Run an nsqd-compatible server alone (its own store under --data-dir)."""
+        """Run an nsqd-compatible server alone (its own store under --data-dir).
+
+        nsqd's own spellings work too, so its start scripts run unchanged: -tcp-address=HOST:PORT (one dash),
+        --data-path, --max-bytes-per-file, --log-level=debug.
+        """
         host, tcp_port = host_port(tcp_address, "--tcp-address")
         http_host, http_port = host_port(http_address, "--http-address")
         if http_host != host:
