@@ -205,3 +205,82 @@ class Admin:
                     found.append(msg)
         found.sort(key=lambda m: (m.store_timestamp, m.broker_name, m.queue_id, m.queue_offset))
         return found
+
+    # -- what the web console needs (rocketmq-dashboard's everyday calls) --
+
+    async def _each_master(self, code: int, ext: dict[str, str]) -> list[str]:
+        """Send one admin request to every master; the broker names it was sent to."""
+        masters = await self.cluster_masters()
+        for addr in masters.values():
+            await api.call_json(await self.instance.connection(addr), code, ext)
+        return sorted(masters)
+
+    async def delete_topic(self, topic: str) -> list[str]:
+        """As mqadmin deleteTopic: from every master, then from the name servers' routes."""
+        brokers = await self._each_master(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        await self.instance.namesrv_call(
+            lambda c: api.call_json(c, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+        )
+        return brokers
+
+    async def runtime_info(self) -> dict[str, dict[str, str]]:
+        """Broker name -> GET_BROKER_RUNTIME_INFO's table (put/get totals, commit-log offsets, ...)."""
+        out = {}
+        for name, addr in sorted((await self.cluster_masters()).items()):
+            data = await api.call_json(
+                await self.instance.connection(addr), RequestCode.GET_BROKER_RUNTIME_INFO
+            )
+            out[name] = dict((data or {}).get("table") or {})
+        return out
+
+    async def group_list(self) -> list[str]:
+        """Every subscription group the masters know (system groups included)."""
+        groups: set[str] = set()
+        for addr in (await self.cluster_masters()).values():
+            data = await api.call_json(
+                await self.instance.connection(addr), RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+            )
+            groups |= set((data or {}).get("subscriptionGroupTable") or {})
+        return sorted(groups)
+
+    async def consumer_connections(self, group: str) -> list[dict[str, Any]]:
+        """The group's online members (client id, address, language, version) on every master; empty when
+        none is online (the broker answers CONSUMER_NOT_ONLINE)."""
+        members: dict[str, dict[str, Any]] = {}
+        ext = {"consumerGroup": group}
+        for addr in (await self.cluster_masters()).values():
+            try:
+                data = await api.call_json(
+                    await self.instance.connection(addr), RequestCode.GET_CONSUMER_CONNECTION_LIST, ext
+                )
+            except api.BrokerError:
+                continue
+            for conn in (data or {}).get("connectionSet") or []:
+                members[str(conn.get("clientId"))] = dict(conn)
+        return [members[k] for k in sorted(members)]
+
+    async def delete_group(self, group: str) -> list[str]:
+        """As mqadmin deleteSubGroup: the group's config, offsets and retry topic, on every master."""
+        return await self._each_master(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group})
+
+    async def reset_offset(self, group: str, topic: str, to: str | int) -> dict[tuple[str, int], int]:
+        """Commit ``to`` ("earliest", "latest" or a timestamp in ms) as the group's offset on each queue of
+        ``topic``, as mqadmin's resetOffsetByTimeOld does (UPDATE_CONSUMER_OFFSET per queue): online
+        consumers keep their own offsets until they restart, so reset a stopped group."""
+        done: dict[tuple[str, int], int] = {}
+        for name, broker in sorted((await self.route(topic)).brokers.items()):
+            if MASTER_ID not in broker.addrs:
+                continue
+            conn = await self.instance.connection(broker.addrs[MASTER_ID])
+            data = await api.call_json(conn, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+            for key in (data or {}).get("offsetTable") or {}:
+                queue_id = int(dict(key).get("queueId", -1)) if isinstance(key, tuple) else -1
+                if to == "earliest":
+                    offset = await api.get_min_offset(conn, topic, queue_id)
+                elif to == "latest":
+                    offset = await api.get_max_offset(conn, topic, queue_id)
+                else:
+                    offset = await api.search_offset(conn, topic, queue_id, int(to))
+                await api.update_consumer_offset(conn, group, topic, queue_id, offset)
+                done[(name, queue_id)] = offset
+        return done
