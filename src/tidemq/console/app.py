@@ -81,12 +81,12 @@ async def _lifetime(app: web.Application) -> AsyncIterator[None]:
 
 def create_console_app(settings: ConsoleSettings) -> web.Application:
     """The console as an aiohttp application, to serve alone or mount at "/" of another one."""
-    from tidemq.console import pages_overview, pages_topics
+    from tidemq.console import pages_groups, pages_messages, pages_nsq, pages_overview, pages_topics
 
     app = web.Application(middlewares=[error_pages])
     app[SETTINGS] = settings
     app.cleanup_ctx.append(_lifetime)
-    for module in (pages_overview, pages_topics):
+    for module in (pages_overview, pages_topics, pages_groups, pages_messages, pages_nsq):
         module.add_routes(app)
     app.router.add_static("/static", STATIC)
     return app
