@@ -15,7 +15,7 @@ NSQJS_STAMP := $(NSQJS)/node_modules/.installed
 quickstart: $(STAMP) java
 	$(PY) -m tidemq.demo
 
-test: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) lint typecheck pytest
+test: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) chromium lint typecheck pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
@@ -24,7 +24,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) java rocketmq-jars
+pytest: $(STAMP) $(ALIONS_STAMP) $(NSQJS_STAMP) java rocketmq-jars chromium
 	$(PY) -m pytest -q
 
 # The chaos suite's long run (tests/chaos/, docs/reliability.md): 100 SIGKILL rounds under sync-flush load on
@@ -43,6 +43,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $@
+
+# The web console's browser tests (tests/console/) drive Debian's headless chromium through its chromedriver;
+# never a browser download.
+.PHONY: chromium
+chromium:
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; }
 
 # Spark (tidemq.spark, the quickstart pipeline and its tests) runs on a JVM: Java 17 from Debian if none.
 java:

@@ -30,6 +30,7 @@ FRONT_ENDS = (
     "tidemq.spark",
     "tidemq.cli",
     "tidemq.grpc",
+    "tidemq.console",
 )
 #: What a client must never reach into: the servers' internals.
 SERVER_SIDE = ("tidemq.broker", "tidemq.store", "tidemq.namesrv", "tidemq.nsq.nsqd")
@@ -107,6 +108,12 @@ RULES = (
         "tidemq.nsq.client",
         forbids=("tidemq.nsq.nsqd", "tidemq.store"),
         why="the NSQ client speaks only the wire protocol",
+    ),
+    Rule(
+        "tidemq.console",
+        forbids=(*SERVER_SIDE, "tidemq.grpc", "tidemq.cli", "tidemq.embedded"),
+        why="the web console is a client of the public protocols (RocketMQ admin calls, NSQ's HTTP API), "
+        "as rocketmq-dashboard and nsqadmin are, so it also works against real RocketMQ and nsqd",
     ),
 )
 

@@ -53,7 +53,7 @@ def main(log_level: str | None) -> None:
     )
 
 
-from tidemq.cli import admin, lookupd, messages, nsq_tools, servers  # noqa: E402
+from tidemq.cli import admin, console, lookupd, messages, nsq_tools, servers  # noqa: E402
 
-for _module in (servers, lookupd, messages, admin, nsq_tools):
+for _module in (servers, lookupd, messages, admin, nsq_tools, console):
     _module.register(main)

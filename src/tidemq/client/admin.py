@@ -11,8 +11,9 @@ from tidemq.client import api
 from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.route import TopicRoute
-from tidemq.record import MessageDecodeError, MessageExt, decode_offset_msg_id
-from tidemq.remoting.codes import RequestCode
+from tidemq.record import MessageDecodeError, MessageExt, Prop, decode_offset_msg_id, decode_records
+from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.names import retry_topic
 from tidemq.remoting.route import MASTER_ID
 from tidemq.remoting.transport import RemotingError
 
@@ -205,3 +206,153 @@ class Admin:
                     found.append(msg)
         found.sort(key=lambda m: (m.store_timestamp, m.broker_name, m.queue_id, m.queue_offset))
         return found
+
+    # -- what the web console needs (rocketmq-dashboard's everyday calls) --
+
+    async def _each_master(self, code: int, ext: dict[str, str]) -> list[str]:
+        """Send one admin request to every master; the broker names it was sent to."""
+        masters = await self.cluster_masters()
+        for addr in masters.values():
+            await api.call_json(await self.instance.connection(addr), code, ext)
+        return sorted(masters)
+
+    async def delete_topic(self, topic: str) -> list[str]:
+        """As mqadmin deleteTopic: from every master, then from the name servers' routes."""
+        brokers = await self._each_master(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        await self.instance.namesrv_call(
+            lambda c: api.call_json(c, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+        )
+        return brokers
+
+    async def runtime_info(self) -> dict[str, dict[str, str]]:
+        """Broker name -> GET_BROKER_RUNTIME_INFO's table (put/get totals, commit-log offsets, ...)."""
+        out = {}
+        for name, addr in sorted((await self.cluster_masters()).items()):
+            data = await api.call_json(
+                await self.instance.connection(addr), RequestCode.GET_BROKER_RUNTIME_INFO
+            )
+            out[name] = dict((data or {}).get("table") or {})
+        return out
+
+    async def group_list(self) -> list[str]:
+        """Every subscription group the masters know (system groups included)."""
+        groups: set[str] = set()
+        for addr in (await self.cluster_masters()).values():
+            data = await api.call_json(
+                await self.instance.connection(addr), RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+            )
+            groups |= set((data or {}).get("subscriptionGroupTable") or {})
+        return sorted(groups)
+
+    async def consumer_connections(self, group: str) -> list[dict[str, Any]]:
+        """The group's online members (client id, address, language, version) on every master; empty when
+        none is online (the broker answers CONSUMER_NOT_ONLINE)."""
+        members: dict[str, dict[str, Any]] = {}
+        ext = {"consumerGroup": group}
+        for addr in (await self.cluster_masters()).values():
+            try:
+                data = await api.call_json(
+                    await self.instance.connection(addr), RequestCode.GET_CONSUMER_CONNECTION_LIST, ext
+                )
+            except api.BrokerError:
+                continue
+            for conn in (data or {}).get("connectionSet") or []:
+                members[str(conn.get("clientId"))] = dict(conn)
+        return [members[k] for k in sorted(members)]
+
+    async def delete_group(self, group: str) -> list[str]:
+        """As mqadmin deleteSubGroup: the group's config, offsets and retry topic, on every master."""
+        return await self._each_master(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group})
+
+    async def reset_offset(self, group: str, topic: str, to: str | int) -> dict[tuple[str, int], int]:
+        """Commit ``to`` ("earliest", "latest" or a timestamp in ms) as the group's offset on each queue of
+        ``topic``, as mqadmin's resetOffsetByTimeOld does (UPDATE_CONSUMER_OFFSET per queue): online
+        consumers keep their own offsets until they restart, so reset a stopped group."""
+        done: dict[tuple[str, int], int] = {}
+        for name, broker in sorted((await self.route(topic)).brokers.items()):
+            if MASTER_ID not in broker.addrs:
+                continue
+            conn = await self.instance.connection(broker.addrs[MASTER_ID])
+            data = await api.call_json(conn, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+            for key in (data or {}).get("offsetTable") or {}:
+                queue_id = int(dict(key).get("queueId", -1)) if isinstance(key, tuple) else -1
+                if to == "earliest":
+                    offset = await api.get_min_offset(conn, topic, queue_id)
+                elif to == "latest":
+                    offset = await api.get_max_offset(conn, topic, queue_id)
+                else:
+                    offset = await api.search_offset(conn, topic, queue_id, int(to))
+                await api.update_consumer_offset(conn, group, topic, queue_id, offset)
+                done[(name, queue_id)] = offset
+        return done
+
+    async def messages_between(
+        self, topic: str, begin_ms: int, end_ms: int, *, max_num: int = 64
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` stored in [begin_ms, end_ms], up to ``max_num`` per queue, oldest first:
+        rocketmq-dashboard's topic search (each queue's offsets by time, then a plain pull)."""
+        found: list[MessageExt] = []
+        route = await self.route(topic)
+        for name, broker in sorted(route.brokers.items()):
+            if MASTER_ID not in broker.addrs:
+                continue
+            conn = await self.instance.connection(broker.addrs[MASTER_ID])
+            queues = max((q.read_queue_nums for q in route.queue_datas if q.broker_name == name), default=0)
+            for queue_id in range(queues):
+                offset = await api.search_offset(conn, topic, queue_id, begin_ms)
+                end = await api.get_max_offset(conn, topic, queue_id)
+                while offset < end and sum(1 for m in found if m.queue_id == queue_id) < max_num:
+                    header = api.pull_header(_TOOLS_GROUP, topic, queue_id, offset, max_nums=32)
+                    result = await api.start_pull(conn, header).result(5.0)
+                    if result.code != ResponseCode.SUCCESS or result.next_begin_offset <= offset:
+                        break
+                    for msg in decode_records(result.body):
+                        if begin_ms <= msg.store_timestamp <= end_ms:
+                            msg.broker_name = name
+                            found.append(msg)
+                    offset = result.next_begin_offset
+        found.sort(key=lambda m: (m.store_timestamp, m.broker_name, m.queue_id, m.queue_offset))
+        return found
+
+    async def resend(self, msg: MessageExt, group: str) -> str:
+        """Send a stored message again to ``group`` alone, through the group's %RETRY% topic with its
+        original topic in RETRY_TOPIC, as a consumer's send-back does: every consumer of the group takes
+        it, other groups do not. (rocketmq-dashboard's CONSUME_MESSAGE_DIRECTLY needs an online consumer
+        and bypasses the queue; this works with the group offline too.) The new message's unique key."""
+        from tidemq.client.message import Message
+        from tidemq.client.producer import Producer
+
+        props = {k: v for k, v in msg.properties.items() if k not in _NOT_RESENT}
+        props.setdefault(Prop.RETRY_TOPIC, msg.topic)
+        props[Prop.ORIGIN_MESSAGE_ID] = msg.properties.get(Prop.ORIGIN_MESSAGE_ID) or msg.msg_id
+        config = self.instance.config
+        producer = Producer(
+            "CONSOLE_RESEND_PG",
+            config=ClientConfig(
+                namesrv_addr=config.namesrv_addr,
+                instance_name=f"resend-{os.getpid()}",
+                credentials=config.credentials,
+            ),
+        )
+        async with producer:
+            result = await producer.send(
+                Message(retry_topic(group), msg.body, properties=props, flag=msg.flag)
+            )
+        return str(result.msg_id)
+
+
+#: The consumer group name RocketMQ's tools pull with.
+_TOOLS_GROUP = "TOOLS_CONSUMER"
+#: What a resent message must not carry over: the broker's and producer's own bookkeeping.
+_NOT_RESENT = {
+    Prop.UNIQ_KEY,
+    Prop.DELAY,
+    Prop.REAL_TOPIC,
+    Prop.REAL_QID,
+    Prop.MIN_OFFSET,
+    Prop.MAX_OFFSET,
+    Prop.TRAN_MSG,
+    Prop.PGROUP,
+    Prop.RECONSUME_TIME,
+    Prop.CONSUME_START_TIME,
+}

@@ -1,0 +1,90 @@
+"""The console's browser-test harness: a real ``tidemq server``, ``tidemq console`` in front of it, and
+Debian's headless chromium driven through Selenium and /usr/bin/chromedriver (no browser download)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import ServerProcess, free_port, wait_listening
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+#: Screenshots per page, git-ignored; the docs pick a few.
+ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts" / "console"
+#: Without these, chromium on this closed network stalls on its own background connections.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,900",
+)
+
+
+class Console:
+    """``tidemq console`` as a child process, stopped by its own PID."""
+
+    def __init__(self, server: ServerProcess, log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [
+            sys.executable, "-m", "tidemq", "console", "--namesrv", server.namesrv,
+            "--nsqd-http", server.nsqd_http, "--lookupd-http", server.lookupd_http,
+            "--port", str(self.port), "--sample-seconds", "0.5",
+        ]  # fmt: skip
+        self.log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+        if not wait_listening(self.port, lambda: self.proc.poll() is None, 20):
+            self.stop()
+            raise RuntimeError(f"console did not start: {log_path.read_text(errors='replace')[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def console(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    proc = Console(server, tmp_path_factory.mktemp("console") / "console.log")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.fail("chromium and chromium-driver are not installed (make's chromium stamp installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def screenshot(driver: object, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))  # type: ignore[attr-defined]
