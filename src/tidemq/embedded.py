@@ -8,8 +8,10 @@ import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tidemq import loop_monitor
+from tidemq.acl import AclWatcher
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
 from tidemq.grpc.server import GrpcConfig, GrpcServer
@@ -36,6 +38,17 @@ class ServerPlan:
     on_ready: Callable[[list[str]], None] | None = None
 
 
+def shared_acl(plan: ServerPlan) -> AclWatcher | None:
+    """One watcher of the ACL file when the broker and nsqd both check it (``tidemq server``): the file is
+    read once per change and the two front-ends can never apply different rules. None otherwise: a lone
+    front-end watches its file itself."""
+    if plan.broker is None or plan.nsqd is None or not plan.broker.acl_file:
+        return None
+    if plan.nsqd.acl_file != plan.broker.acl_file or plan.nsqd.auth_http_addresses:
+        return None
+    return AclWatcher(Path(plan.broker.acl_file))
+
+
 async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     """Start what the plan names, wait for SIGINT/SIGTERM (or ``stop``), then shut down cleanly."""
     stop = stop or asyncio.Event()
@@ -49,9 +62,12 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     lookupd: Nsqlookupd | None = None
     grpc_server: GrpcServer | None = None
     own_store: MessageStore | None = None
+    acl = shared_acl(plan)
     ready: list[str] = []
     loop_monitor.MONITOR.start()
     try:
+        if acl is not None:
+            acl.start()
         if plan.namesrv_host is not None:
             namesrv = NameServer(plan.namesrv_host, plan.namesrv_port)
             await namesrv.start()
@@ -60,7 +76,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
                 plan.broker.namesrv_addrs = [f"{plan.namesrv_host}:{namesrv.port}"]
         if plan.broker is not None:
             assert plan.store is not None
-            broker = Broker(plan.broker, plan.store)
+            broker = Broker(plan.broker, plan.store, acl=acl)
             await broker.start()
             ready.append(f"broker {plan.broker.broker_name} {plan.broker.advertised_addr}")
             if plan.grpc is not None:
@@ -84,7 +100,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
                 assert plan.store is not None
                 store = own_store = MessageStore(plan.store)
                 await own_store.start()
-            nsqd = Nsqd(plan.nsqd, store)
+            nsqd = Nsqd(plan.nsqd, store, acl=acl)
             await nsqd.start()
             ready.append(f"nsqd {plan.nsqd.tcp_host}:{nsqd.tcp_port} http {plan.nsqd.http_port}")
         if plan.on_ready is not None:
@@ -104,4 +120,6 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             await broker.close()
         if namesrv is not None:
             await namesrv.close()
+        if acl is not None:
+            await acl.close()
         await loop_monitor.MONITOR.close()

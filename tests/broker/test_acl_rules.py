@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tidemq.acl import ANY, DENY, PUB, SUB, AclRules, check_permission, parse_perm
+from tidemq.acl import ANY, DENY, PUB, SUB, AclRules, AclWatcher, check_permission, parse_perm
 from tidemq.acl.address import address_matcher
 from tidemq.acl.file import load_acl_config
 from tidemq.broker.acl import AclService, validate
@@ -158,14 +158,14 @@ def test_reload_keeps_the_old_rules_when_the_new_file_is_bad(
 ) -> None:
     path = tmp_path / "plain_acl.yml"
     path.write_text(ACL)
-    service = AclService(path)
-    assert not service.reload_if_changed()
+    service = AclService(AclWatcher(path))
+    assert not service.watcher.reload_if_changed()
     path.write_text(ACL.replace("topicC=SUB", "topicC=PUB"))
     os.utime(path, ns=(1, 1))
-    assert service.reload_if_changed()
+    assert service.watcher.reload_if_changed()
     validate(service.rules, signed(RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": "topicC"}), CLIENT)
     path.write_text(ACL + "  - accessKey: [\n")
     os.utime(path, ns=(2, 2))
-    assert not service.reload_if_changed()
+    assert not service.watcher.reload_if_changed()
     assert "line 18: unterminated flow list" in caplog.text
     validate(service.rules, signed(RequestCode.SEND_MESSAGE_V2, {"a": "pg", "b": "topicC"}), CLIENT)

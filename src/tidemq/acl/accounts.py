@@ -120,6 +120,10 @@ def read_acl_file(path: Path) -> AclRules:
         raise AclFileError(0, str(exc)) from None
 
 
+#: The reloading task's name (one per process in ``tidemq server``, shared by the front-ends).
+WATCH_TASK = "acl-file-watcher"
+
+
 class AclWatcher:
     """The rules in force and the task that reloads them when the file's modification time moves; a
     reload that fails keeps the rules in force (and logs the line that is wrong)."""
@@ -151,7 +155,8 @@ class AclWatcher:
         return True
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._watch())
+        if self._task is None:  # one reloading task however many front-ends share the rules
+            self._task = asyncio.create_task(self._watch(), name=WATCH_TASK)
 
     async def _watch(self) -> None:
         while True:

@@ -48,8 +48,29 @@ def validate(rules: AclRules, request: RemotingCommand, ip: str) -> None:
     check_account_perms(account, request.code, needed)
 
 
-class AclService(AclWatcher):
-    """The rules in force (reloaded by ``AclWatcher``) and the dispatcher's guard that applies them."""
+class AclService:
+    """The rules in force (reloaded by an ``AclWatcher``) and the dispatcher's guard that applies them.
+
+    ``tidemq server`` hands the broker the watcher nsqd uses too (``owned=False``: the server starts and
+    stops it), so the file is read once per change and both front-ends apply the same rules; a standalone
+    broker owns its watcher.
+    """
+
+    def __init__(self, watcher: AclWatcher, *, owned: bool = True) -> None:
+        self.watcher = watcher
+        self.owned = owned
+
+    @property
+    def rules(self) -> AclRules:
+        return self.watcher.rules
+
+    def start(self) -> None:
+        if self.owned:
+            self.watcher.start()
+
+    async def close(self) -> None:
+        if self.owned:
+            await self.watcher.close()
 
     def guard(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         ip = remote_ip(conn)

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from tidemq import loop_monitor
+from tidemq.acl import AclWatcher
 from tidemq.aio import cancel_and_wait, wait_or_timeout
 from tidemq.broker.acl import AclService
 from tidemq.broker.clients import ClientManager
@@ -46,7 +47,11 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(
+        self, config: BrokerConfig, store_config: StoreConfig, *, acl: AclWatcher | None = None
+    ) -> None:
+        """``acl``: the rules of ``config.acl_file`` already watched by the caller (``tidemq server`` shares
+        one watcher with nsqd); without it the broker watches the file itself."""
         self.config = config
         self.started_at = time.time()
         # The scheduler comes first: store recovery asks it for the delivery time of delayed messages.
@@ -74,7 +79,10 @@ class Broker:
         ]
         self.dispatcher = RequestDispatcher()
         register_all(self.dispatcher, self)
-        self.acl = AclService(Path(config.acl_file)) if config.acl_file else None
+        if acl is not None:
+            self.acl: AclService | None = AclService(acl, owned=False)
+        else:
+            self.acl = AclService(AclWatcher(Path(config.acl_file))) if config.acl_file else None
         if self.acl is not None:
             self.dispatcher.add_guard(self.acl.guard)
         self.server = RemotingServer(

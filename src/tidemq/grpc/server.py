@@ -14,6 +14,7 @@ import grpc
 from tidemq.grpc.auth import AclInterceptor
 from tidemq.grpc.proto import service_pb2_grpc as spb_grpc
 from tidemq.grpc.service import MessagingService
+from tidemq.grpc.unparseable import UnparseableInterceptor
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -94,7 +95,9 @@ class GrpcServer:
         ]
         acl = self.broker.acl
         # With --acl-file every call is checked against the rules in force (reloaded with the file).
-        interceptors = [AclInterceptor(lambda: acl.rules)] if acl is not None else []
+        interceptors: list[grpc.aio.ServerInterceptor] = [UnparseableInterceptor()]  # first: before the ACL
+        if acl is not None:
+            interceptors.append(AclInterceptor(lambda: acl.rules))
         server = grpc.aio.server(options=options, interceptors=interceptors)
         # protoc emits the registration function without annotations.
         spb_grpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 import zlib
-from typing import Any
 
 import orjson
 
 from tidemq.address import LOCALHOST
 from tidemq.aio import cancel_and_wait
-from tidemq.namesrv.route_info import RouteInfo, TopicDefinition
-from tidemq.remoting import jsonx
+from tidemq.namesrv.register_body import parse_register_body
+from tidemq.namesrv.route_info import RouteInfo
+from tidemq.remoting.bodies import json_object
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import (
@@ -29,48 +28,6 @@ from tidemq.remoting.transport import RemotingConnection, RemotingServer, Reques
 log = logging.getLogger(__name__)
 
 FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
-
-
-def parse_register_body(body: bytes, compressed: bool) -> tuple[dict[str, Any], list[TopicDefinition]]:
-    """Decode RegisterBrokerBody in its JSON form or its zlib-compressed binary form."""
-    if not body:
-        return {}, []
-    if compressed:
-        return _parse_compressed_body(zlib.decompress(body))
-    doc = jsonx.loads(body)
-    wrapper = doc.get("topicConfigSerializeWrapper") or {}
-    topics = [
-        TopicDefinition(
-            cfg.get("topicName", name),
-            int(cfg.get("readQueueNums", 16)),
-            int(cfg.get("writeQueueNums", 16)),
-            int(cfg.get("perm", 6)),
-            int(cfg.get("topicSysFlag", 0)),
-        )
-        for name, cfg in (wrapper.get("topicConfigTable") or {}).items()
-    ]
-    return wrapper.get("dataVersion") or {}, topics
-
-
-def _parse_compressed_body(raw: bytes) -> tuple[dict[str, Any], list[TopicDefinition]]:
-    pos = 0
-
-    def chunk() -> bytes:
-        nonlocal pos
-        (length,) = struct.unpack_from(">i", raw, pos)
-        pos += 4
-        data = raw[pos : pos + length]
-        pos += length
-        return data
-
-    data_version = jsonx.loads(chunk())
-    (count,) = struct.unpack_from(">i", raw, pos)
-    pos += 4
-    topics = []
-    for _ in range(count):
-        name, read, write, perm, *_rest = chunk().decode().split(" ")
-        topics.append(TopicDefinition(name, int(read), int(write), int(perm)))
-    return data_version, topics
 
 
 class NameServer:
@@ -113,10 +70,8 @@ class NameServer:
         header = RegisterBrokerRequestHeader.from_ext(req.ext_fields)
         if header.body_crc32 and (zlib.crc32(req.body) & 0x7FFFFFFF) != header.body_crc32:
             return req.error(ResponseCode.SYSTEM_ERROR, "register broker body CRC32 mismatch")
-        try:
-            data_version, topics = parse_register_body(bytes(req.body), header.compressed)
-        except (ValueError, struct.error, zlib.error, AttributeError) as exc:
-            return req.error(ResponseCode.SYSTEM_ERROR, f"cannot parse register broker body: {exc}")
+        # A body of the wrong shape raises BodyError: the transport answers SYSTEM_ERROR naming the field.
+        data_version, topics = parse_register_body(bytes(req.body), header.compressed)
         master = self.routes.register(
             header.cluster_name,
             header.broker_addr,
@@ -161,7 +116,7 @@ class NameServer:
     def query_data_version(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
         addr = req.ext_fields.get("brokerAddr", "")
         live = self.routes.live.get(addr)
-        body = jsonx.loads(bytes(req.body)) if req.body else {}
+        body = json_object(req.body, "query data version") if req.body else {}
         changed = live is None or live.data_version != body
         if live is not None:
             live.last_update = time.monotonic()

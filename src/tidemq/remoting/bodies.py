@@ -105,3 +105,17 @@ def required_text(data: dict[str, Any], key: str, what: str) -> str:
     if not value:
         raise BodyError(f"bad {what} body: missing field {key!r}")
     return value
+
+
+def integer(data: dict[str, Any], key: str, what: str, default: int = 0) -> int:
+    """A whole-number field; a string of digits is taken as its number, as fastjson does."""
+    value = data.get(key)
+    if value is None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return int(value.strip())
+        raise BodyError(f"bad {what} body: {key} is {value[:40]!r}, expected a number")
+    raise BodyError(f"bad {what} body: {key} is {kind(value)}, expected a number")

@@ -48,9 +48,10 @@ async def test_mpub_failing_midway_delivers_none_of_it(
         with pytest.raises(NSQError):
             await nsqd.publish("t", [b"m%d" % i for i in range(BIG)])
         monkeypatch.setattr(nsqd.store, "put_batch", real_put)
+        assert nsqd.topics["t"].aborted == [(0, 2 * chunked_publish.CHUNK_MESSAGES)]
         await nsqd.publish("t", [b"after"])
         assert await consumer.drain(0.5) == [b"after"]
-        assert nsqd.topics["t"].aborted == [(0, 2 * chunked_publish.CHUNK_MESSAGES)]
+        assert nsqd.topics["t"].aborted == []  # the only channel moved past it
         consumer.close()
 
 
@@ -113,3 +114,38 @@ async def test_a_channel_created_during_an_mpub_gets_all_of_it(
         release.set()
         await mpub
         assert late.depth == topic.channel("a").depth == BIG
+
+
+async def test_aborted_mpub_is_not_depth_and_is_pruned_once_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MPUB refused midway (disk full on its third chunk): its stored chunks are not counted as depth
+    (topic or channel, what /stats reports), and its aborted range is forgotten once every channel has
+    moved past it."""
+    async with nsqd_in_process(tmp_path) as nsqd:
+        real_put = nsqd.store.put_batch
+        nsqd.topic("t").channel("c")  # "t" has a channel; "bare" keeps its backlog in the topic
+        for name in ("t", "bare"):
+            calls: list[int] = []
+
+            def failing_third(*args: object, calls: list[int] = calls) -> object:
+                calls.append(1)
+                if len(calls) == 3:
+                    raise StoreError("disk full: message not stored")
+                return real_put(*args)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(nsqd.store, "put_batch", failing_third)
+            with pytest.raises(NSQError):
+                await nsqd.publish(name, [b"m%d" % i for i in range(BIG)])
+            monkeypatch.setattr(nsqd.store, "put_batch", real_put)
+            await nsqd.publish(name, [b"real1", b"real2", b"real3"])
+            assert nsqd.topics[name].aborted == [(0, 2 * chunked_publish.CHUNK_MESSAGES)]
+        topic, bare = nsqd.topics["t"], nsqd.topics["bare"]
+        assert topic.channel("c").depth == 3
+        assert bare.depth == 3
+        for name, state in (("t", topic), ("bare", bare)):
+            consumer = await _consumer(nsqd, name)
+            assert await consumer.drain(0.5) == [b"real1", b"real2", b"real3"]
+            assert state.aborted == []
+            assert state.snapshot()["aborted"] is None
+            consumer.close()

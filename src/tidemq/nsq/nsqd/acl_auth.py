@@ -16,7 +16,6 @@ import hmac
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from tidemq.acl import PUB, SUB, Account, AclWatcher, check_permission
 from tidemq.nsq.nsqd.auth import AuthError, AuthState, Grant
@@ -72,8 +71,11 @@ class AccountsAuthenticator:
 
     enabled = True
 
-    def __init__(self, path: Path) -> None:
-        self.watcher = AclWatcher(path)
+    def __init__(self, watcher: AclWatcher, *, owned: bool = True) -> None:
+        """``owned=False``: the watcher is shared (``tidemq server``'s, also the broker's) and its owner
+        starts and stops it."""
+        self.watcher = watcher
+        self.owned = owned
 
     def exempt(self, ip: str) -> bool:
         """A peer on a global white address needs no AUTH (Java lets its requests pass unsigned)."""
@@ -103,7 +105,9 @@ class AccountsAuthenticator:
         raise AuthError("no account matches the secret")
 
     def start(self) -> None:
-        self.watcher.start()
+        if self.owned:
+            self.watcher.start()
 
     async def close(self) -> None:
-        await self.watcher.close()
+        if self.owned:
+            await self.watcher.close()

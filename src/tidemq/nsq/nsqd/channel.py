@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tidemq.nsq.nsqd.chunked_publish import overlap
 from tidemq.nsq.nsqd.deadlines import DeadlineHeap
 from tidemq.nsq.nsqd.fin_journal import channel_key
 from tidemq.nsq.nsqd.quantile import E2eLatency
@@ -164,7 +165,14 @@ class Channel:
         unread -= sum(
             end - max(start, self.next_offset) for start, end in self.dropped if end > self.next_offset
         )
+        if self.topic.aborted:  # stored by a chunked MPUB that failed midway: never delivered
+            unread -= overlap(self.topic.aborted, self.next_offset, self.topic.readable_end)
         return unread + len(self.read_ahead) + len(self.requeued)
+
+    @property
+    def read_floor(self) -> int:
+        """The lowest offset this channel may read from the log again (the snapshot's cursor)."""
+        return self.read_ahead[0][0] if self.read_ahead else self.next_offset
 
     def snapshot(self) -> dict[str, Any]:
         """The cursor and what must come again: the read-ahead (never delivered) is left to be read
@@ -290,9 +298,11 @@ class Channel:
         self._release(self.read_ahead_bytes)
 
     def _read_more(self) -> None:
-        for start, end in self.topic.aborted:  # sorted, merged: one pass steps over each in turn
-            if start <= self.next_offset < end:
-                self.next_offset = end
+        if self.topic.aborted:
+            for start, end in self.topic.aborted:  # sorted, merged: one pass steps over each in turn
+                if start <= self.next_offset < end:
+                    self.next_offset = end
+            self.topic.prune_aborted()
         count = min(READ_AHEAD, self.topic.readable_end - self.next_offset)
         if count <= 0:
             return  # nothing new, or only a chunked MPUB still being stored

@@ -8,7 +8,9 @@ yield after each chunk, and the MPUB stays all or nothing:
   no consumer sees part of it (other publishes to the topic meanwhile wait behind the hold too, and are
   delivered once it ends);
 - if a chunk cannot be stored, the chunks already stored become *aborted* ranges of the topic, which
-  channels skip as an ephemeral channel skips what it dropped;
+  channels skip as an ephemeral channel skips what it dropped, and which no depth counts; a range is
+  forgotten once every channel (or, with none, the topic's backlog) has moved past it, or once retention
+  removed it (``Topic.prune_aborted``), so the topic state does not grow with every abort;
 - a crash midway must not make a prefix visible after restart: the MPUB is recorded in the topic's
   persisted state (``mpubs``: id -> first offset) before its first chunk, its records carry its id in
   the ``NSQ_MPUB`` property, and at start an MPUB still recorded there is aborted: the records with its
@@ -75,6 +77,11 @@ def merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+def overlap(ranges: list[tuple[int, int]], start: int, end: int) -> int:
+    """How many offsets of ``[start, end)`` the ranges cover (they are merged: no offset counted twice)."""
+    return sum(min(e, end) - max(s, start) for s, e in ranges if s < end and e > start)
 
 
 def abort_torn(topic: Topic, mpub_id: str, first: int) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tidemq.acl import AclWatcher
 from tidemq.aio import cancel_and_wait
 from tidemq.nsq.http_server import HttpGuard, serve
 from tidemq.nsq.nsqd import chunked_publish
@@ -49,7 +50,9 @@ PERSIST_INTERVAL_S = 1.0
 
 
 class Nsqd:
-    def __init__(self, config: NsqdConfig, store: MessageStore) -> None:
+    def __init__(self, config: NsqdConfig, store: MessageStore, *, acl: AclWatcher | None = None) -> None:
+        """``acl``: the rules of ``config.acl_file`` already watched by the caller (``tidemq server``
+        shares one watcher with the broker); without it nsqd watches the file itself."""
         self.config = config
         self.store = store
         self.topics: dict[str, Topic] = {}
@@ -69,7 +72,10 @@ class Nsqd:
         )
         if config.acl_file and not config.auth_http_addresses:
             # An auth server, when given, wins: it is the more specific choice for the NSQ side.
-            self.authenticator = AccountsAuthenticator(Path(config.acl_file))
+            if acl is not None:
+                self.authenticator = AccountsAuthenticator(acl, owned=False)
+            else:
+                self.authenticator = AccountsAuthenticator(AclWatcher(Path(config.acl_file)))
         self._meta_path = Path(store.config.data_dir) / "nsq" / "nsqd.json"
         self._state_file = JsonSnapshots(self._meta_path)
         percentiles = tuple(config.e2e_processing_latency_percentiles)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemq.nsq.nsqd.channel import STORE_PREFIX, Channel, MemoryBudget
+from tidemq.nsq.nsqd.chunked_publish import overlap
 from tidemq.nsq.nsqd.fin_journal import FinJournal
 from tidemq.nsq.nsqd.quantile import LatencySettings
 from tidemq.nsq.protocol import is_ephemeral
@@ -88,12 +89,27 @@ class Topic:
     @property
     def depth(self) -> int:
         """What waits in the topic itself: only the backlog kept while it has no channel."""
-        return 0 if self.channels else max(0, self.readable_end - self.backlog_offset)
+        if self.channels:
+            return 0
+        end = self.readable_end
+        return max(0, end - self.backlog_offset - overlap(self.aborted, self.backlog_offset, end))
+
+    def prune_aborted(self) -> None:
+        """Forget the aborted ranges nothing can read again: below every channel's read floor (the backlog
+        when there is none; a channel created later starts at the log's end) or below the store's
+        retention floor. Called as channels move on and before each snapshot."""
+        if not self.aborted:
+            return
+        floors = [ch.read_floor for ch in self.channels.values()] or [self.backlog_offset]
+        floor = max(min(floors), self.store.min_offset(self.store_topic, 0))
+        if self.aborted[0][1] <= floor:
+            self.aborted = [r for r in self.aborted if r[1] > floor]
 
     def empty(self) -> None:
         self.backlog_offset = self.readable_end
 
     def snapshot(self) -> dict[str, Any]:
+        self.prune_aborted()
         return {
             "name": self.name,
             "paused": self.paused,
