@@ -9,15 +9,22 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from prometheus_client.registry import Collector
+
 from tidemq import loop_monitor
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.metrics import BrokerCollector
 from tidemq.grpc.server import GrpcConfig, GrpcServer
 from tidemq.namesrv import NameServer
 from tidemq.nsq.lookupd import LookupdConfig, Nsqlookupd
 from tidemq.nsq.nsqd.config import NsqdConfig
+from tidemq.nsq.nsqd.metrics import NsqdCollector
 from tidemq.nsq.nsqd.server import Nsqd
+from tidemq.ops import OpsConfig, OpsServer
+from tidemq.ops.server import ConnectionsCollector
 from tidemq.store import MessageStore, StoreConfig
+from tidemq.store.metrics import StoreCollector
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +40,7 @@ class ServerPlan:
     nsqd: NsqdConfig | None = None
     lookupd: LookupdConfig | None = None
     grpc: GrpcConfig | None = None  # the RocketMQ 5.x gRPC endpoint over the broker
+    ops: OpsConfig | None = None  # the HTTP operations port: /metrics (and the web console)
     on_ready: Callable[[list[str]], None] | None = None
 
 
@@ -49,6 +57,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     lookupd: Nsqlookupd | None = None
     grpc_server: GrpcServer | None = None
     own_store: MessageStore | None = None
+    ops: OpsServer | None = None
     ready: list[str] = []
     loop_monitor.MONITOR.start()
     try:
@@ -87,11 +96,17 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             nsqd = Nsqd(plan.nsqd, store)
             await nsqd.start()
             ready.append(f"nsqd {plan.nsqd.tcp_host}:{nsqd.tcp_port} http {plan.nsqd.http_port}")
+        if plan.ops is not None:
+            ops = OpsServer(plan.ops, _collectors(broker, nsqd, own_store))
+            await ops.start()
+            ready.append(f"http {plan.ops.host}:{ops.port}")
         if plan.on_ready is not None:
             plan.on_ready(ready)
         await stop.wait()
         log.info("shutting down")
     finally:
+        if ops is not None:
+            await ops.close()
         if nsqd is not None:
             await nsqd.close()
         if lookupd is not None:
@@ -105,3 +120,22 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
         if namesrv is not None:
             await namesrv.close()
         await loop_monitor.MONITOR.close()
+
+
+def _collectors(broker: Broker | None, nsqd: Nsqd | None, own_store: MessageStore | None) -> list[Collector]:
+    """What ``/metrics`` reads: each front-end's collector, its store's, and the connection counts."""
+    collectors: list[Collector] = []
+    counts: dict[str, Callable[[], int]] = {}
+    store = broker.store if broker is not None else own_store
+    if store is not None:
+        collectors.append(StoreCollector(store))
+    if broker is not None:
+        collectors.append(BrokerCollector(broker))
+        server = broker.server
+        counts["broker"] = lambda: len(server.connections)
+    if nsqd is not None:
+        collectors.append(NsqdCollector(nsqd))
+        nsq = nsqd
+        counts["nsqd"] = lambda: len(nsq.connections)
+    collectors.append(ConnectionsCollector(counts))
+    return collectors
