@@ -13,17 +13,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from tidemq.exposition import TextFamily, label_prefix
 from tidemq.remoting.names import dlq_topic, retry_topic
 from tidemq.store.metrics import histogram_family
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
 
-QUEUE_LABELS = ("cluster", "broker", "topic", "queue_id")
 GROUP_QUEUE_LABELS = ("cluster", "broker", "consumer_group", "topic", "queue_id")
 GROUP_TOPIC_LABELS = ("cluster", "broker", "consumer_group", "topic")
 GROUP_LABELS = ("cluster", "broker", "consumer_group")
@@ -51,36 +51,39 @@ class BrokerCollector(Collector):
 
     def _topics(self) -> Iterator[Metric]:
         broker = self.broker
-        cluster, name = broker.config.cluster_name, broker.config.broker_name
-        messages = CounterMetricFamily(
+        messages = TextFamily(
             "rocketmq_messages_in",
             "Messages ever written to the queue (its max offset).",
-            labels=QUEUE_LABELS,
+            "counter",
+            "queue_id",
         )
-        throughput = CounterMetricFamily(
+        throughput = TextFamily(
             "rocketmq_throughput_in",
             "Stored record bytes written to the queue since the server started.",
-            labels=QUEUE_LABELS,
+            "counter",
+            "queue_id",
         )
-        max_offsets = GaugeMetricFamily(
-            "rocketmq_producer_offset", "The queue's max offset (the next message's).", labels=QUEUE_LABELS
+        max_offsets = TextFamily(
+            "rocketmq_producer_offset", "The queue's max offset (the next message's).", "gauge", "queue_id"
         )
-        min_offsets = GaugeMetricFamily(
-            "rocketmq_topic_min_offset", "The queue's min offset (oldest kept).", labels=QUEUE_LABELS
+        min_offsets = TextFamily(
+            "rocketmq_topic_min_offset", "The queue's min offset (oldest kept).", "gauge", "queue_id"
         )
-        store = broker.store
+        cluster, name = broker.config.cluster_name, broker.config.broker_name
+        find_queue = broker.store.find_queue
         for topic, config in broker.topics.all().items():
+            prefix = label_prefix(cluster=cluster, broker=name, topic=topic)
             for queue_id in range(config.write_queue_nums):
-                cq = store.find_queue(topic, queue_id)
+                cq = find_queue(topic, queue_id)
                 if cq is None:
                     hi = lo = written = 0
                 else:
                     hi, lo, written = cq.max_offset, cq.min_offset, cq.bytes_in
-                labels = [cluster, name, topic, str(queue_id)]
-                messages.add_metric(labels, hi)
-                throughput.add_metric(labels, written)
-                max_offsets.add_metric(labels, hi)
-                min_offsets.add_metric(labels, lo)
+                queue = str(queue_id)
+                messages.add(prefix, queue, hi)
+                throughput.add(prefix, queue, written)
+                max_offsets.add(prefix, queue, hi)
+                min_offsets.add(prefix, queue, lo)
         yield from (messages, throughput, max_offsets, min_offsets)
 
     def _groups(self) -> Iterator[Metric]:

@@ -80,8 +80,30 @@ def build_app(registry: CollectorRegistry, root_app: web.Application | None = No
     app = root_app if root_app is not None else web.Application()
 
     async def metrics(request: web.Request) -> web.Response:
-        body = generate_latest(registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app.router.add_get("/metrics", metrics)
     return app
+
+
+class _One:
+    """One family, in the shape ``generate_latest`` reads (anything with ``collect``)."""
+
+    def __init__(self, metric: Metric) -> None:
+        self.metric = metric
+
+    def collect(self) -> list[Metric]:
+        return [self.metric]
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    """The registry in the text format. A family that carries ``rendered_text`` (tidemq/exposition.py:
+    the per-queue families, thousands of samples) is written as is; prometheus-client formats the rest."""
+    out: list[bytes] = []
+    for metric in registry.collect():
+        text = getattr(metric, "rendered_text", None)
+        if isinstance(text, str):
+            out.append(text.encode())
+        else:
+            out.append(generate_latest(_One(metric)))
+    return b"".join(out)
