@@ -87,7 +87,7 @@ class Server:
             "server", "--listen", HOST,
             "--namesrv-port", str(self.namesrv_port),
             "--broker-port", str(self.broker_port),
-            "--no-nsq", "--no-lookupd", "--no-grpc",
+            "--no-nsq", "--no-lookupd", "--no-grpc", "--no-http",
         ]  # fmt: skip
 
     def start(self, timeout: float = 30.0) -> None:

@@ -57,6 +57,7 @@ class ServerProcess:
         self.lookupd_tcp_port = free_port()
         self.lookupd_http_port = free_port()
         self.grpc_port = free_port()
+        self.http_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-{command}.log"
 
@@ -86,6 +87,11 @@ class ServerProcess:
         return f"127.0.0.1:{self.grpc_port}"
 
     @property
+    def http(self) -> str:
+        """The HTTP operations port (``/metrics``; ``tidemq server`` only)."""
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
     def broker(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
@@ -100,6 +106,8 @@ class ServerProcess:
             args += ["--lookupd-tcp-port", str(self.lookupd_tcp_port)]
             args += ["--lookupd-http-port", str(self.lookupd_http_port)]
             args += ["--grpc-port", str(self.grpc_port)]
+            if "--no-http" not in self.extra:
+                args += ["--http-port", str(self.http_port)]
         if self.command == "nsqd":
             args += [
                 "--tcp-address",

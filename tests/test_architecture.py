@@ -105,6 +105,11 @@ RULES = (
         "request handlers or transport",
     ),
     Rule(
+        "tidemq.ops",
+        only=(),
+        why="the operations port serves the collectors embedded.py hands it; it knows no front-end or store",
+    ),
+    Rule(
         "tidemq.nsq.client",
         forbids=("tidemq.nsq.nsqd", "tidemq.store"),
         why="the NSQ client speaks only the wire protocol",

@@ -123,7 +123,7 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     ns_port, broker_port = _free_port(), _free_port()
     args = [sys.executable, "-m", "tidemq", "server", "--data-dir", str(data_dir)]
     args += ["--namesrv-port", str(ns_port), "--broker-port", str(broker_port)]
-    args += ["--no-nsq", "--no-lookupd", "--no-grpc"]
+    args += ["--no-nsq", "--no-lookupd", "--no-grpc", "--no-http"]
     with open(OUT_DIR / "server.log", "wb") as log:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log)
     assert proc.stdout is not None

@@ -10,16 +10,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.registry import Collector
+
 from tidemq import loop_monitor
 from tidemq.acl import AclWatcher
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.metrics import BrokerCollector
+from tidemq.console import ConsoleSettings, create_console_app
 from tidemq.grpc.server import GrpcConfig, GrpcServer
 from tidemq.namesrv import NameServer
 from tidemq.nsq.lookupd import LookupdConfig, Nsqlookupd
 from tidemq.nsq.nsqd.config import NsqdConfig
+from tidemq.nsq.nsqd.metrics import NsqdCollector
 from tidemq.nsq.nsqd.server import Nsqd
+from tidemq.ops import OpsConfig, OpsServer
+from tidemq.ops.server import ConnectionsCollector
 from tidemq.store import MessageStore, StoreConfig
+from tidemq.store.metrics import StoreCollector
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +43,8 @@ class ServerPlan:
     nsqd: NsqdConfig | None = None
     lookupd: LookupdConfig | None = None
     grpc: GrpcConfig | None = None  # the RocketMQ 5.x gRPC endpoint over the broker
+    ops: OpsConfig | None = None  # the HTTP operations port: /metrics (and the web console)
+    console: bool = True  # the web console at "/" of the operations port
     on_ready: Callable[[list[str]], None] | None = None
 
 
@@ -63,6 +73,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     grpc_server: GrpcServer | None = None
     own_store: MessageStore | None = None
     acl = shared_acl(plan)
+    ops: OpsServer | None = None
     ready: list[str] = []
     loop_monitor.MONITOR.start()
     try:
@@ -103,11 +114,19 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
             nsqd = Nsqd(plan.nsqd, store, acl=acl)
             await nsqd.start()
             ready.append(f"nsqd {plan.nsqd.tcp_host}:{nsqd.tcp_port} http {plan.nsqd.http_port}")
+        if plan.ops is not None:
+            if plan.console:
+                plan.ops.root_app = create_console_app(_console_settings(plan))
+            ops = OpsServer(plan.ops, _collectors(broker, nsqd, own_store))
+            await ops.start()
+            ready.append(f"http {plan.ops.host}:{ops.port}")
         if plan.on_ready is not None:
             plan.on_ready(ready)
         await stop.wait()
         log.info("shutting down")
     finally:
+        if ops is not None:
+            await ops.close()
         if nsqd is not None:
             await nsqd.close()
         if lookupd is not None:
@@ -123,3 +142,40 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
         if acl is not None:
             await acl.close()
         await loop_monitor.MONITOR.close()
+
+
+def _console_settings(plan: ServerPlan) -> ConsoleSettings:
+    """The console reaches this process's front-ends as any client would, at the ports they got."""
+
+    def local(host: str) -> str:
+        return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+    namesrv = None if plan.namesrv_host is None else f"{local(plan.namesrv_host)}:{plan.namesrv_port}"
+    if plan.broker is not None and plan.broker.namesrv_addrs:
+        namesrv = ";".join(plan.broker.namesrv_addrs)
+    nsqd, lookupd = plan.nsqd, plan.lookupd
+    return ConsoleSettings(
+        namesrv=namesrv or "",
+        nsqd_http=f"{local(nsqd.tcp_host)}:{nsqd.http_port}" if nsqd and nsqd.http_port else None,
+        lookupd_http=f"{local(lookupd.http_host or lookupd.host)}:{lookupd.http_port}" if lookupd else None,
+        acl=bool(plan.broker is not None and plan.broker.acl_file),
+    )
+
+
+def _collectors(broker: Broker | None, nsqd: Nsqd | None, own_store: MessageStore | None) -> list[Collector]:
+    """What ``/metrics`` reads: each front-end's collector, its store's, and the connection counts."""
+    collectors: list[Collector] = []
+    counts: dict[str, Callable[[], int]] = {}
+    store = broker.store if broker is not None else own_store
+    if store is not None:
+        collectors.append(StoreCollector(store))
+    if broker is not None:
+        collectors.append(BrokerCollector(broker))
+        server = broker.server
+        counts["broker"] = lambda: len(server.connections)
+    if nsqd is not None:
+        collectors.append(NsqdCollector(nsqd))
+        nsq = nsqd
+        counts["nsqd"] = lambda: len(nsq.connections)
+    collectors.append(ConnectionsCollector(counts))
+    return collectors

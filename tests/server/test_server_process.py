@@ -221,6 +221,8 @@ def test_config_file_sets_options(tmp_path: Path) -> None:
             str(server.lookupd_http_port),
             "--grpc-port",
             str(server.grpc_port),
+            "--http-port",
+            str(server.http_port),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -29,6 +29,7 @@ from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.timers import TimerService, recovered_tags_code
 from tidemq.broker.topics import TopicManager
 from tidemq.broker.transactions import TransactionService
+from tidemq.histogram import LatencyHistogram
 from tidemq.record import MessageExt, Prop, encode_properties, encode_record, pack_host, tag_hash
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -77,6 +78,9 @@ class Broker:
             self.schedule.on_dispatch,
             self.timers.on_dispatch,
         ]
+        #: Filled by the send and pull processors, read by ``/metrics`` (broker/metrics.py).
+        self.send_latency = LatencyHistogram()
+        self.pull_latency = LatencyHistogram()
         self.dispatcher = RequestDispatcher()
         register_all(self.dispatcher, self)
         if acl is not None:

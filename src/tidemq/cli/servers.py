@@ -20,6 +20,7 @@ from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_confi
 from tidemq.embedded import ServerPlan, serve
 from tidemq.grpc.server import GrpcConfig
 from tidemq.nsq.lookupd import LookupdConfig
+from tidemq.ops import OpsConfig
 from tidemq.store import FlushMode, StoreConfig, StoreError
 
 
@@ -224,6 +225,8 @@ def _ports(plan: ServerPlan) -> str:
         parts.append(f"nsqlookupd {plan.lookupd.host}:{plan.lookupd.tcp_port} http {plan.lookupd.http_port}")
     if plan.grpc is not None:
         parts.append(f"grpc {plan.grpc.host}:{plan.grpc.port}")
+    if plan.ops is not None:
+        parts.append(f"http {plan.ops.host}:{plan.ops.port}")
     return ", ".join(parts)
 
 
@@ -269,6 +272,15 @@ def register(main: click.Group) -> None:
     )
     @click.option("--no-grpc", is_flag=True, help="Do not serve the RocketMQ 5.x gRPC endpoint.")
     @click.option(
+        "--http-port",
+        type=click.IntRange(0, 65535),
+        default=8080,
+        show_default=True,
+        help="HTTP operations port on the --listen host: the web console at / and /metrics for Prometheus "
+        "(0: a free port).",
+    )
+    @click.option("--no-http", is_flag=True, help="Do not serve the HTTP operations port.")
+    @click.option(
         "--grpc-tls-cert",
         type=click.Path(dir_okay=False, exists=True, path_type=Path),
         default=None,
@@ -298,6 +310,8 @@ def register(main: click.Group) -> None:
         no_grpc: bool,
         grpc_tls_cert: Path | None,
         grpc_tls_key: Path | None,
+        http_port: int,
+        no_http: bool,
         **opts: Any,
     ) -> None:
         """Run a name server, a broker, an nsqd, an nsqlookupd and the gRPC endpoint over one store.
@@ -324,6 +338,8 @@ def register(main: click.Group) -> None:
             )
         if not no_grpc:
             plan.grpc = GrpcConfig(listen, grpc_port, grpc_tls_cert, grpc_tls_key)
+        if not no_http:
+            plan.ops = OpsConfig(listen, http_port)
         run_plan(plan)
 
     @main.command(cls=GoFlagsCommand)

@@ -33,6 +33,8 @@ class ConsumeQueue:
                     self.files.append(MappedFile(path, int(path.name), self.file_bytes))
         self.min_offset = self.files[0].base // ENTRY_SIZE if self.files else 0
         self.max_offset = 0
+        #: Record bytes appended since the process started (``rocketmq_throughput_in_total``).
+        self.bytes_in = 0
         self._recover_end()
 
     def _recover_end(self) -> None:

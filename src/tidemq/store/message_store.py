@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.aio import cancel_and_wait, wait_or_timeout
+from tidemq.histogram import LatencyHistogram
 from tidemq.record import StoredBatch, decode_record, record_properties
 from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
 from tidemq.store.commitlog import CommitLog
@@ -69,6 +70,9 @@ class MessageStore:
         self._tasks: list[asyncio.Task[None]] = []
         self._fs_lock = asyncio.Lock()
         self._closed = False
+        #: How long the commit log's fsyncs took, and how long start-up recovery took (``/metrics``).
+        self.flush_latency = LatencyHistogram()
+        self.recovery_seconds = 0.0
         self.disk = DiskGuard(root, config.disk_full_ratio, config.disk_writable_ratio)
         self._recover()
 
@@ -127,9 +131,10 @@ class MessageStore:
         for cq in self._queues.values():
             cq.truncate_past(log_end)
             cq.correct_min_offset(self.commitlog.min_offset)
+        self.recovery_seconds = time.monotonic() - started
         log.info(
             "store recovered in %.2fs: log %d..%d, %d queues, %d records re-dispatched",
-            time.monotonic() - started,
+            self.recovery_seconds,
             self.commitlog.min_offset,
             log_end,
             len(self._queues),
@@ -214,6 +219,7 @@ class MessageStore:
         try:
             for req, cq, phys_offset in zip(requests, queues, phys_offsets, strict=True):
                 cq.append(phys_offset, len(req.record), req.tags_code)
+                cq.bytes_in += len(req.record)
         except OSError as exc:
             self._roll_back(seg, phys_offsets[0], [(cq, queue_ends[id(cq)]) for cq in queues])
             raise self._write_failure(exc) from None
@@ -250,6 +256,7 @@ class MessageStore:
         self._write(seg, data)
         try:
             cq.append_many(phys_offsets, sizes, batch.tags_codes)
+            cq.bytes_in += len(data)
         except OSError as exc:
             self._roll_back(seg, base, [(cq, first_queue_offset)])
             raise self._write_failure(exc) from None
@@ -305,7 +312,9 @@ class MessageStore:
                 seg.dirty = False
             try:
                 if segments:
+                    started = time.perf_counter()
                     await _finish_in_thread(_fsync_all, [seg.fileno() for seg in segments])
+                    self.flush_latency.observe(time.perf_counter() - started)
             except OSError as exc:
                 for seg in segments:
                     seg.dirty = True

@@ -11,6 +11,7 @@ from tidemq.broker.clients import SubscriptionData
 from tidemq.broker.processors import register_table
 from tidemq.broker.processors.send import subscription_group
 from tidemq.filter import SQL92, TAG, SqlParseError
+from tidemq.histogram import timed
 from tidemq.record import decode_properties
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -38,7 +39,7 @@ _CODES = {
 
 
 def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    register_table(dispatcher, broker, {RequestCode.PULL_MESSAGE: pull_message})
+    register_table(dispatcher, broker, {RequestCode.PULL_MESSAGE: timed(broker.pull_latency, pull_message)})
 
 
 def tag_matcher(sub: SubscriptionData) -> Callable[[int], bool] | None:

@@ -14,6 +14,7 @@ from tidemq.broker.metadata import SubscriptionGroupConfig, TopicConfig
 from tidemq.broker.processors import register_table
 from tidemq.broker.timers import MESSAGES_QUEUE, TIMER_PROPERTIES, TimerPlan, TimerRejected
 from tidemq.broker.topics import NOT_SENDABLE, name_problem
+from tidemq.histogram import timed
 from tidemq.record import (
     LOOPBACK_HOST,
     MessageDecodeError,
@@ -41,13 +42,14 @@ if TYPE_CHECKING:
 
 
 def register(dispatcher: RequestDispatcher, broker: Broker) -> None:
+    timed_send = timed(broker.send_latency, send_message)
     register_table(
         dispatcher,
         broker,
         {
-            RequestCode.SEND_MESSAGE: send_message,
-            RequestCode.SEND_MESSAGE_V2: send_message,
-            RequestCode.SEND_BATCH_MESSAGE: send_message,
+            RequestCode.SEND_MESSAGE: timed_send,
+            RequestCode.SEND_MESSAGE_V2: timed_send,
+            RequestCode.SEND_BATCH_MESSAGE: timed_send,
             RequestCode.CONSUMER_SEND_MSG_BACK: consumer_send_back,
         },
     )
