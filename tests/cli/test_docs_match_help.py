@@ -16,8 +16,8 @@ from tidemq.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
-#: A ``tidemq`` invocation in a code block line or an inline code span.
-_INVOCATION = re.compile(r"(?:^|[|`;]\s*|\$\s+)(tidemq\s[^`|;#\n]*)")
+#: A ``tidemq`` invocation in a code block line or an inline code span (not output such as "tidemq ready:").
+_INVOCATION = re.compile(r"(?:^|[|`;]\s*|\$\s+)(tidemq\s+[a-z][a-z0-9-]*(?=\s|$)[^`|;#\n]*)")
 
 
 def _command_lines(text: str) -> list[str]:
@@ -25,7 +25,7 @@ def _command_lines(text: str) -> list[str]:
     for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.S | re.M):
         for line in block.splitlines():
             lines += [m.group(1) for m in _INVOCATION.finditer(line.split("  #")[0])]
-    for span in re.findall(r"`(tidemq [^`]+)`", text):
+    for span in re.findall(r"`(tidemq [a-z][a-z0-9-]*(?:\s[^`]*)?)`", text):
         lines.append(span)
     return [line.strip() for line in lines if not line.strip().startswith("tidemq quickstart")]
 
