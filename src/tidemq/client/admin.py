@@ -13,9 +13,13 @@ from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.route import TopicRoute
 from tidemq.record import MessageDecodeError, MessageExt, Prop, decode_offset_msg_id, decode_records
 from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.names import retry_topic
 from tidemq.remoting.route import MASTER_ID
 from tidemq.remoting.transport import RemotingConnection, RemotingError
+
+#: Java's RequestCode.UPDATE_BROKER_CONFIG: admin-only under ACL, a no-op without a body.
+UPDATE_BROKER_CONFIG = 25
 
 
 @dataclass(slots=True)
@@ -223,6 +227,16 @@ class Admin:
             lambda c: api.call_json(c, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
         )
         return brokers
+
+    async def check_admin_account(self) -> None:
+        """Raise :class:`api.BrokerError` unless every master takes this client's account as an admin:
+        one admin-only request (UPDATE_BROKER_CONFIG with no body, which changes nothing) that the ACL
+        checks before any processor; a broker that does not serve the code still vouched for the account."""
+        for addr in (await self.cluster_masters()).values():
+            conn = await self.instance.connection(addr)
+            answer = await conn.invoke(RemotingCommand(UPDATE_BROKER_CONFIG), 3.0)
+            if answer.code not in (ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
+                raise api.BrokerError(answer.code, answer.remark)
 
     async def runtime_info(self) -> dict[str, dict[str, str]]:
         """Broker name -> GET_BROKER_RUNTIME_INFO's table (put/get totals, commit-log offsets, ...)."""

@@ -10,7 +10,8 @@ from aiohttp import web
 
 from tidemq.client.instance import MQClientError
 from tidemq.console import forms, html
-from tidemq.console.app import ADMIN, NotFound, render
+from tidemq.console.app import NotFound, render
+from tidemq.console.auth import admin_of
 from tidemq.record import MessageExt
 from tidemq.remoting.names import dlq_topic
 
@@ -70,7 +71,7 @@ def _search_forms(q: dict[str, str]) -> str:
 
 async def messages(request: web.Request) -> web.Response:
     q = dict(request.query)
-    admin = request.app[ADMIN]
+    admin = admin_of(request)
     by = q.get("by", "")
     error, found = "", None
     try:
@@ -103,7 +104,7 @@ async def messages(request: web.Request) -> web.Response:
 
 
 async def _known_topic(request: web.Request, topic: str) -> str:
-    if topic not in await request.app[ADMIN].topic_list():
+    if topic not in await admin_of(request).topic_list():
         raise NotFound("topic", topic)
     return topic
 
@@ -113,7 +114,7 @@ async def _message(request: web.Request, msg_id: str) -> MessageExt:
     if not msg_id:
         raise forms.FormError("the message id is blank")
     try:
-        return await request.app[ADMIN].message_by_id(msg_id)
+        return await admin_of(request).message_by_id(msg_id)
     except MQClientError:
         raise NotFound("message", msg_id) from None
 
@@ -176,13 +177,13 @@ async def resend(request: web.Request) -> web.Response:
         msg = await _message(request, str(data.get("id", "")))
     except forms.FormError as exc:
         return render("Resend", html.error_box(str(exc)), active="/messages", status=400)
-    new_id = await request.app[ADMIN].resend(msg, group)
+    new_id = await admin_of(request).resend(msg, group)
     sep = "&" if "?" in back else "?"
     raise web.HTTPSeeOther(f"{back}{sep}done={html.u(f'Resent {msg.msg_id} to {group} as {new_id}')}")
 
 
 async def dead_letters(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = admin_of(request)
     group = request.query.get("group", "").strip()
     groups = await admin.group_list()
     options = "".join(

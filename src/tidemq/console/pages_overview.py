@@ -5,12 +5,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from tidemq.console import html
-from tidemq.console.app import ADMIN, SAMPLER, render
+from tidemq.console.app import SAMPLER, render
+from tidemq.console.auth import admin_of
 from tidemq.console.forms import is_system_topic
 
 
 async def overview(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = admin_of(request)
     info = await admin.runtime_info()
     masters = await admin.cluster_masters()
     topics = [t for t in await admin.topic_list() if not is_system_topic(t)]
