@@ -64,6 +64,7 @@ def _search_forms(q: dict[str, str]) -> str:
         + field("key", "Key")
         + "<button id=search-key>Search by key</button></form>"
         + '<form method=get action="/messages" id=by-id><input type=hidden name=by value=id>'
+        + field("itopic", "Topic (for a producer's msg id)")
         + field("id", "Message id", 34)
         + "<button id=search-id>Find by id</button></form>"
     )
@@ -89,7 +90,9 @@ async def messages(request: web.Request) -> web.Response:
                 raise forms.FormError("the key is blank")
             found = await admin.query(await _known_topic(request, topic), q["key"].strip())
         elif by == "id":
-            found = [await _message(request, q.get("id", ""))]
+            itopic = q.get("itopic", "").strip()
+            topic_of_key = await _known_topic(request, forms.name(itopic, "topic")) if itopic else None
+            found = [await _message(request, q.get("id", ""), topic_of_key, from_form=True)]
     except forms.FormError as exc:
         error = str(exc)
     status = 400 if error else 200
@@ -109,13 +112,22 @@ async def _known_topic(request: web.Request, topic: str) -> str:
     return topic
 
 
-async def _message(request: web.Request, msg_id: str) -> MessageExt:
+async def _message(
+    request: web.Request, msg_id: str, topic: str | None = None, *, from_form: bool = False
+) -> MessageExt:
+    """By offset message id (what the broker answers a send with), or by the unique key a producer
+    reports as msg_id, which is looked up in ``topic``'s index."""
     msg_id = msg_id.strip()
     if not msg_id:
         raise forms.FormError("the message id is blank")
     try:
-        return await admin_of(request).message_by_id(msg_id)
-    except MQClientError:
+        return await admin_of(request).message_by_id(msg_id, topic)
+    except MQClientError as exc:
+        if from_form and topic is None and "--topic" in str(exc):
+            raise forms.FormError(
+                f"{msg_id!r} is not the offset message id of a known broker; if it is the msg id a "
+                "producer returned, give its topic too"
+            ) from None
         raise NotFound("message", msg_id) from None
 
 
