@@ -42,7 +42,8 @@ def _reset_form(group: str, topics: list[str], error: str = "", to: str = "earli
     return (
         f"<h2>Reset offset</h2>{html.error_box(error)}"
         f'<form method=post action="/groups/{html.u(group)}/reset" id=reset-offset '
-        f'data-confirm="Reset the offsets of {html.e(group)}? Its online consumers resume from the new offsets.">'
+        f'data-confirm="Reset the offsets of {html.e(group)}? '
+        'Its online consumers resume from the new offsets.">'
         f"<select name=topic id=reset-topic>{options}</select> {choices}"
         f'<input name=at id=reset-at placeholder="YYYY-MM-DDTHH:MM or epoch ms" value="{html.e(at)}"> '
         "<button type=submit id=reset-submit>Reset</button></form>"
