@@ -16,7 +16,7 @@ from aiohttp import web
 
 from tidemq.client.admin import Admin
 from tidemq.console import html
-from tidemq.console.auth import GATE, Gate, gate
+from tidemq.console.auth import GATE, UNGATED_PATHS, Gate, gate
 from tidemq.console.sampler import TpsSampler
 from tidemq.console.settings import ConsoleSettings
 
@@ -69,7 +69,9 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
 async def _lifetime(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     admin = Admin(settings.namesrv)
-    app[GATE] = access = Gate(settings.namesrv, settings.acl, admin)
+    app[GATE] = access = Gate(
+        settings.namesrv, settings.acl, admin, open_paths=(*UNGATED_PATHS, *settings.open_paths)
+    )
     sampler = TpsSampler(access.sampling_admin, settings.sample_seconds, settings.samples_kept)
     app[ADMIN] = admin
     app[SAMPLER] = sampler
@@ -83,7 +85,9 @@ async def _lifetime(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_console_app(settings: ConsoleSettings) -> web.Application:
-    """The console as an aiohttp application, to serve alone or mount at "/" of another one."""
+    """The console as an aiohttp application, built from ``settings`` alone (no CLI): serve it on its own,
+    or make it the root application of a port and add other routes (``/metrics``) before it starts;
+    its login gate and CSRF check leave ``settings.open_paths`` alone."""
     from tidemq.console import (
         pages_groups,
         pages_login,

@@ -36,6 +36,8 @@ IDLE_EXPIRY = 8 * 3600.0
 MAX_SESSIONS = 10_000
 #: Paths open without a login: the form itself and the stylesheet and script it uses.
 OPEN_PATHS = ("/login", "/static/")
+#: Paths with no session at all: what the browser fetches besides pages.
+UNGATED_PATHS = ("/static/",)
 
 #: The CSRF token of the request being rendered, for :func:`tidemq.console.html.page`.
 current_csrf: contextvars.ContextVar[str] = contextvars.ContextVar("console_csrf", default="")
@@ -61,6 +63,8 @@ class Gate:
     namesrv: str
     acl: bool
     shared_admin: Admin
+    #: Outside the gate: no session, no login, no CSRF check (static files, another component's routes).
+    open_paths: tuple[str, ...] = ()
     sessions: dict[str, Session] = field(default_factory=dict)
     probed: bool = False
 
@@ -153,12 +157,11 @@ class Gate:
 
 
 GATE = web.AppKey("gate", Gate)
-SESSION_KEY = "console_session"
+SESSION_KEY = web.RequestKey("console_session", Session)
 
 
 def session_of(request: web.Request) -> Session:
-    session: Session = request[SESSION_KEY]
-    return session
+    return request[SESSION_KEY]
 
 
 def admin_of(request: web.Request) -> Admin:
@@ -178,6 +181,8 @@ def _set_cookie(response: web.StreamResponse, session: Session) -> None:
 @web.middleware
 async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
     g = request.app[GATE]
+    if request.path.startswith(g.open_paths):
+        return await handler(request)
     session = g.session(request.cookies.get(COOKIE))
     fresh = session is None
     if session is None:
