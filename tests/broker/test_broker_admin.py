@@ -81,6 +81,9 @@ async def test_runtime_info_groups_and_connections(server: ServerProcess) -> Non
     c = await RawClient.open(server.broker, "127.0.0.1@conn-test")
     info = orjson.loads((await c.call(RequestCode.GET_BROKER_RUNTIME_INFO)).body)["table"]
     assert info["brokerVersion"] == "409" and int(info["commitLogMaxOffset"]) >= 0
+    # As Java's broker: the used share of the commit log's partition, what disk cleaning compares.
+    assert 0.0 < float(info["commitLogDiskRatio"]) < 1.0
+    assert info["commitLogDirCapacity"].startswith("Total : ")
     none = await c.call(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "ConnGroup"})
     assert none.code == ResponseCode.CONSUMER_NOT_ONLINE
     await c.heartbeat("ConnGroup", {"ConnTopic": "a || b"})

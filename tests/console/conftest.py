@@ -35,13 +35,13 @@ CHROMIUM_FLAGS = (
 class Console:
     """``tidemq console`` as a child process, stopped by its own PID."""
 
-    def __init__(self, server: ServerProcess, log_path: Path) -> None:
+    def __init__(self, server: ServerProcess, log_path: Path, *extra: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         args = [
             sys.executable, "-m", "tidemq", "console", "--namesrv", server.namesrv,
             "--nsqd-http", server.nsqd_http, "--lookupd-http", server.lookupd_http,
-            "--port", str(self.port), "--sample-seconds", "0.5",
+            "--port", str(self.port), "--sample-seconds", "0.5", *extra,
         ]  # fmt: skip
         self.log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)

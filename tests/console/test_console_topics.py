@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
@@ -38,7 +39,11 @@ def test_overview_counts_brokers_topics_and_charts_tps(
     assert "Overview" in browser.title
     assert text(browser, "#count-brokers b") == "1"
     assert int(text(browser, "#count-topics b")) >= 1
-    assert text(browser, "#count-disk b") != "0 B"
+    assert text(browser, "#count-commit-log b") != "0 B"
+    # The disk figure is the broker's commitLogDiskRatio: the used share of the data dir's partition.
+    usage = shutil.disk_usage(server.data_dir)
+    shown = float(text(browser, "#count-disk b").rstrip("%"))
+    assert abs(shown - 100 * (usage.total - usage.free) / usage.total) < 2.0, shown
     assert "broker" in text(browser, "#brokers tbody")
 
     def tps_seen(driver: Any) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import time
 import zlib
 from pathlib import Path
@@ -339,7 +340,20 @@ class Broker:
             "pullHeldCount": str(self.holds.held_count),
             "loopLagMaxMs": str(round(loop_monitor.MONITOR.worst_ms)),
             "brokerActive": "true",
+            **disk_use(self.store.commitlog.directory),
         }
+
+
+def disk_use(directory: Path) -> dict[str, str]:
+    """Java's commitLogDiskRatio (used share of the partition holding the commit log, what the disk
+    cleaning thresholds compare against) and commitLogDirCapacity; consume queues share the data dir."""
+    try:
+        usage = shutil.disk_usage(directory)
+    except OSError:
+        return {"commitLogDiskRatio": "-1", "consumeQueueDiskRatio": "-1"}
+    ratio = str((usage.total - usage.free) / usage.total if usage.total else -1)
+    capacity = f"Total : {usage.total / 2**30:.1f} GiB, Free : {usage.free / 2**30:.1f} GiB."
+    return {"commitLogDiskRatio": ratio, "consumeQueueDiskRatio": ratio, "commitLogDirCapacity": capacity}
 
 
 def _physical_memory() -> int:

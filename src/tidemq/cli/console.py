@@ -23,6 +23,12 @@ def register(main: click.Group) -> None:
         type=click.FloatRange(0.1),
         help="TPS sample period.",
     )
+    @click.option(
+        "--acl",
+        is_flag=True,
+        help="Ask for an admin account (access key, secret key) before any page. Without it the console "
+        "asks once a broker refuses an unsigned call (NO_PERMISSION).",
+    )
     def console(
         namesrv: str,
         nsqd_http: str | None,
@@ -30,13 +36,14 @@ def register(main: click.Group) -> None:
         listen: str,
         port: int,
         sample_seconds: float,
+        acl: bool,
     ) -> None:
         """Serve the web console (overview, topics, groups, messages, dead letters, NSQ)."""
         from tidemq.console import ConsoleSettings
         from tidemq.console.app import run_console
 
         settings = ConsoleSettings(
-            namesrv, nsqd_http=nsqd_http, lookupd_http=lookupd_http, sample_seconds=sample_seconds
+            namesrv, nsqd_http=nsqd_http, lookupd_http=lookupd_http, sample_seconds=sample_seconds, acl=acl
         )
         click.echo(f"tidemq console on http://{listen}:{port}/", err=True)
         run_console(settings, listen, port)

@@ -13,9 +13,13 @@ from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.route import TopicRoute
 from tidemq.record import MessageDecodeError, MessageExt, Prop, decode_offset_msg_id, decode_records
 from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.names import retry_topic
 from tidemq.remoting.route import MASTER_ID
-from tidemq.remoting.transport import RemotingError
+from tidemq.remoting.transport import RemotingConnection, RemotingError
+
+#: Java's RequestCode.UPDATE_BROKER_CONFIG: admin-only under ACL, a no-op without a body.
+UPDATE_BROKER_CONFIG = 25
 
 
 @dataclass(slots=True)
@@ -224,6 +228,16 @@ class Admin:
         )
         return brokers
 
+    async def check_admin_account(self) -> None:
+        """Raise :class:`api.BrokerError` unless every master takes this client's account as an admin:
+        one admin-only request (UPDATE_BROKER_CONFIG with no body, which changes nothing) that the ACL
+        checks before any processor; a broker that does not serve the code still vouched for the account."""
+        for addr in (await self.cluster_masters()).values():
+            conn = await self.instance.connection(addr)
+            answer = await conn.invoke(RemotingCommand(UPDATE_BROKER_CONFIG), 3.0)
+            if answer.code not in (ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
+                raise api.BrokerError(answer.code, answer.remark)
+
     async def runtime_info(self) -> dict[str, dict[str, str]]:
         """Broker name -> GET_BROKER_RUNTIME_INFO's table (put/get totals, commit-log offsets, ...)."""
         out = {}
@@ -265,25 +279,45 @@ class Admin:
         return await self._each_master(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group})
 
     async def reset_offset(self, group: str, topic: str, to: str | int) -> dict[tuple[str, int], int]:
-        """Commit ``to`` ("earliest", "latest" or a timestamp in ms) as the group's offset on each queue of
-        ``topic``, as mqadmin's resetOffsetByTimeOld does (UPDATE_CONSUMER_OFFSET per queue): online
-        consumers keep their own offsets until they restart, so reset a stopped group."""
+        """Move the group's offset on each queue of ``topic`` to ``to`` ("earliest", "latest" or a
+        timestamp in ms), as mqadmin's resetOffsetByTime does: each master computes the offsets and
+        tells the group's online consumers (INVOKE_BROKER_TO_RESET_OFFSET, forced); where none is online
+        (CONSUMER_NOT_ONLINE) the offsets are committed directly (UPDATE_CONSUMER_OFFSET per queue)."""
+        timestamp = 0 if to == "earliest" else -1 if to == "latest" else int(to)
         done: dict[tuple[str, int], int] = {}
         for name, broker in sorted((await self.route(topic)).brokers.items()):
             if MASTER_ID not in broker.addrs:
                 continue
             conn = await self.instance.connection(broker.addrs[MASTER_ID])
-            data = await api.call_json(conn, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
-            for key in (data or {}).get("offsetTable") or {}:
+            ext = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": "true"}
+            try:
+                data = await api.call_json(conn, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+            except api.BrokerError as exc:
+                if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                    raise
+                done |= await self._commit_offsets(conn, name, group, topic, to)
+                continue
+            for key, offset in ((data or {}).get("offsetTable") or {}).items():
                 queue_id = int(dict(key).get("queueId", -1)) if isinstance(key, tuple) else -1
-                if to == "earliest":
-                    offset = await api.get_min_offset(conn, topic, queue_id)
-                elif to == "latest":
-                    offset = await api.get_max_offset(conn, topic, queue_id)
-                else:
-                    offset = await api.search_offset(conn, topic, queue_id, int(to))
-                await api.update_consumer_offset(conn, group, topic, queue_id, offset)
-                done[(name, queue_id)] = offset
+                done[(name, queue_id)] = int(offset)
+        return done
+
+    async def _commit_offsets(
+        self, conn: RemotingConnection, name: str, group: str, topic: str, to: str | int
+    ) -> dict[tuple[str, int], int]:
+        """mqadmin's resetOffsetByTimeOld: a stopped group's offsets, committed queue by queue."""
+        done: dict[tuple[str, int], int] = {}
+        data = await api.call_json(conn, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+        for key in (data or {}).get("offsetTable") or {}:
+            queue_id = int(dict(key).get("queueId", -1)) if isinstance(key, tuple) else -1
+            if to == "earliest":
+                offset = await api.get_min_offset(conn, topic, queue_id)
+            elif to == "latest":
+                offset = await api.get_max_offset(conn, topic, queue_id)
+            else:
+                offset = await api.search_offset(conn, topic, queue_id, int(to))
+            await api.update_consumer_offset(conn, group, topic, queue_id, offset)
+            done[(name, queue_id)] = offset
         return done
 
     async def messages_between(

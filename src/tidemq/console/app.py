@@ -16,6 +16,7 @@ from aiohttp import web
 
 from tidemq.client.admin import Admin
 from tidemq.console import html
+from tidemq.console.auth import GATE, UNGATED_PATHS, Gate, gate
 from tidemq.console.sampler import TpsSampler
 from tidemq.console.settings import ConsoleSettings
 
@@ -68,7 +69,10 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
 async def _lifetime(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     admin = Admin(settings.namesrv)
-    sampler = TpsSampler(admin, settings.sample_seconds, settings.samples_kept)
+    app[GATE] = access = Gate(
+        settings.namesrv, settings.acl, admin, open_paths=(*UNGATED_PATHS, *settings.open_paths)
+    )
+    sampler = TpsSampler(access.sampling_admin, settings.sample_seconds, settings.samples_kept)
     app[ADMIN] = admin
     app[SAMPLER] = sampler
     task = asyncio.create_task(sampler.run(), name="console-sampler")
@@ -76,17 +80,28 @@ async def _lifetime(app: web.Application) -> AsyncIterator[None]:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    await access.close()
     await admin.close()
 
 
 def create_console_app(settings: ConsoleSettings) -> web.Application:
-    """The console as an aiohttp application, to serve alone or mount at "/" of another one."""
-    from tidemq.console import pages_groups, pages_messages, pages_nsq, pages_overview, pages_topics
+    """The console as an aiohttp application, built from ``settings`` alone (no CLI): serve it on its own,
+    or make it the root application of a port and add other routes (``/metrics``) before it starts;
+    its login gate and CSRF check leave ``settings.open_paths`` alone."""
+    from tidemq.console import (
+        pages_groups,
+        pages_login,
+        pages_messages,
+        pages_nsq,
+        pages_overview,
+        pages_topics,
+    )
 
-    app = web.Application(middlewares=[error_pages])
+    # error_pages outside the gate: the gate sees a handler's NO_PERMISSION before it becomes a 500 page.
+    app = web.Application(middlewares=[error_pages, gate])
     app[SETTINGS] = settings
     app.cleanup_ctx.append(_lifetime)
-    for module in (pages_overview, pages_topics, pages_groups, pages_messages, pages_nsq):
+    for module in (pages_login, pages_overview, pages_topics, pages_groups, pages_messages, pages_nsq):
         module.add_routes(app)
     app.router.add_static("/static", STATIC)
     return app

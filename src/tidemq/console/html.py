@@ -3,9 +3,12 @@ only pass values."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from html import escape
 from urllib.parse import quote
+
+from tidemq.console.auth import CSRF_FIELD, current_csrf, current_user
 
 NAV = (
     ("/", "Overview"),
@@ -26,10 +29,26 @@ def u(value: str) -> str:
     return quote(value, safe="")
 
 
+_POST_FORM = re.compile(r"(<form\b[^>]*\bmethod=\"?post\"?[^>]*>)", re.IGNORECASE)
+
+
+def with_csrf(body: str) -> str:
+    """Every POST form gets the session's CSRF token, whoever wrote the form."""
+    token = current_csrf.get()
+    if not token:
+        return body
+    hidden = f'<input type=hidden name={CSRF_FIELD} value="{e(token)}">'
+    return _POST_FORM.sub(lambda m: m.group(1) + hidden, body)
+
+
 def page(title: str, body: str, *, active: str = "", status_note: str = "") -> str:
     nav = "".join(
         f'<a href="{href}"{" class=active" if href == active else ""}>{e(label)}</a>' for href, label in NAV
     )
+    user = current_user.get()
+    if user:
+        nav += f' <span class=user id=user>{e(user)}</span> <a href="/logout" id=logout>Log out</a>'
+    body = with_csrf(body)
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{e(title)} · tidemq console</title>"

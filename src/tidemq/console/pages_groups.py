@@ -7,11 +7,12 @@ from aiohttp import web
 from tidemq.client.admin import QueueProgress
 from tidemq.client.instance import MQClientError
 from tidemq.console import forms, html
-from tidemq.console.app import ADMIN, NotFound, render
+from tidemq.console.app import NotFound, render
+from tidemq.console.auth import admin_of
 
 
 async def groups(request: web.Request) -> web.Response:
-    names = await request.app[ADMIN].group_list()
+    names = await admin_of(request).group_list()
     rows = [[f'<a href="/groups/{html.u(g)}">{html.e(g)}</a>'] for g in names]
     body = html.notice(request.query.get("done", "")) + html.table(["Group"], rows, id="group-list")
     return render("Consumer groups", body, active="/groups")
@@ -19,7 +20,7 @@ async def groups(request: web.Request) -> web.Response:
 
 async def _progress(request: web.Request, group: str) -> dict[str, list[QueueProgress]]:
     try:
-        return await request.app[ADMIN].group_progress(group)
+        return await admin_of(request).group_progress(group)
     except MQClientError:
         return {}
 
@@ -27,7 +28,7 @@ async def _progress(request: web.Request, group: str) -> dict[str, list[QueuePro
 async def _known_group(request: web.Request) -> tuple[str, dict[str, list[QueueProgress]]]:
     group = request.match_info["group"]
     progress = await _progress(request, group)
-    if not progress and group not in await request.app[ADMIN].group_list():
+    if not progress and group not in await admin_of(request).group_list():
         raise NotFound("consumer group", group)
     return group, progress
 
@@ -41,7 +42,8 @@ def _reset_form(group: str, topics: list[str], error: str = "", to: str = "earli
     return (
         f"<h2>Reset offset</h2>{html.error_box(error)}"
         f'<form method=post action="/groups/{html.u(group)}/reset" id=reset-offset '
-        f'data-confirm="Reset the offsets of {html.e(group)}? Stop its consumers first.">'
+        f'data-confirm="Reset the offsets of {html.e(group)}? '
+        'Its online consumers resume from the new offsets.">'
         f"<select name=topic id=reset-topic>{options}</select> {choices}"
         f'<input name=at id=reset-at placeholder="YYYY-MM-DDTHH:MM or epoch ms" value="{html.e(at)}"> '
         "<button type=submit id=reset-submit>Reset</button></form>"
@@ -50,7 +52,7 @@ def _reset_form(group: str, topics: list[str], error: str = "", to: str = "earli
 
 async def _group_page(request: web.Request, *, reset_form: str = "", status: int = 200) -> web.Response:
     group, progress = await _known_group(request)
-    admin = request.app[ADMIN]
+    admin = admin_of(request)
     members = await admin.consumer_connections(group)
     member_rows = [
         [
@@ -110,14 +112,14 @@ async def reset(request: web.Request) -> web.Response:
         target: str | int = forms.timestamp_ms(at) if to == "time" else to
     except forms.FormError as exc:
         return await _group_page(request, reset_form=_reset_form(group, topics, str(exc), to, at), status=400)
-    done = await request.app[ADMIN].reset_offset(group, topic, target)
+    done = await admin_of(request).reset_offset(group, topic, target)
     note = f"Reset {group} on {topic} to {to}: {len(done)} queues"
     raise web.HTTPSeeOther(f"/groups/{html.u(group)}?done={html.u(note)}")
 
 
 async def delete(request: web.Request) -> web.Response:
     group, _ = await _known_group(request)
-    await request.app[ADMIN].delete_group(group)
+    await admin_of(request).delete_group(group)
     raise web.HTTPSeeOther(f"/groups?done={html.u(f'Deleted group {group}')}")
 
 

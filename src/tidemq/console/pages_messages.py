@@ -10,7 +10,8 @@ from aiohttp import web
 
 from tidemq.client.instance import MQClientError
 from tidemq.console import forms, html
-from tidemq.console.app import ADMIN, NotFound, render
+from tidemq.console.app import NotFound, render
+from tidemq.console.auth import admin_of
 from tidemq.record import MessageExt
 from tidemq.remoting.names import dlq_topic
 
@@ -63,6 +64,7 @@ def _search_forms(q: dict[str, str]) -> str:
         + field("key", "Key")
         + "<button id=search-key>Search by key</button></form>"
         + '<form method=get action="/messages" id=by-id><input type=hidden name=by value=id>'
+        + field("itopic", "Topic (for a producer's msg id)")
         + field("id", "Message id", 34)
         + "<button id=search-id>Find by id</button></form>"
     )
@@ -70,7 +72,7 @@ def _search_forms(q: dict[str, str]) -> str:
 
 async def messages(request: web.Request) -> web.Response:
     q = dict(request.query)
-    admin = request.app[ADMIN]
+    admin = admin_of(request)
     by = q.get("by", "")
     error, found = "", None
     try:
@@ -88,7 +90,9 @@ async def messages(request: web.Request) -> web.Response:
                 raise forms.FormError("the key is blank")
             found = await admin.query(await _known_topic(request, topic), q["key"].strip())
         elif by == "id":
-            found = [await _message(request, q.get("id", ""))]
+            itopic = q.get("itopic", "").strip()
+            topic_of_key = await _known_topic(request, forms.name(itopic, "topic")) if itopic else None
+            found = [await _message(request, q.get("id", ""), topic_of_key, from_form=True)]
     except forms.FormError as exc:
         error = str(exc)
     status = 400 if error else 200
@@ -103,18 +107,27 @@ async def messages(request: web.Request) -> web.Response:
 
 
 async def _known_topic(request: web.Request, topic: str) -> str:
-    if topic not in await request.app[ADMIN].topic_list():
+    if topic not in await admin_of(request).topic_list():
         raise NotFound("topic", topic)
     return topic
 
 
-async def _message(request: web.Request, msg_id: str) -> MessageExt:
+async def _message(
+    request: web.Request, msg_id: str, topic: str | None = None, *, from_form: bool = False
+) -> MessageExt:
+    """By offset message id (what the broker answers a send with), or by the unique key a producer
+    reports as msg_id, which is looked up in ``topic``'s index."""
     msg_id = msg_id.strip()
     if not msg_id:
         raise forms.FormError("the message id is blank")
     try:
-        return await request.app[ADMIN].message_by_id(msg_id)
-    except MQClientError:
+        return await admin_of(request).message_by_id(msg_id, topic)
+    except MQClientError as exc:
+        if from_form and topic is None and "--topic" in str(exc):
+            raise forms.FormError(
+                f"{msg_id!r} is not the offset message id of a known broker; if it is the msg id a "
+                "producer returned, give its topic too"
+            ) from None
         raise NotFound("message", msg_id) from None
 
 
@@ -176,13 +189,13 @@ async def resend(request: web.Request) -> web.Response:
         msg = await _message(request, str(data.get("id", "")))
     except forms.FormError as exc:
         return render("Resend", html.error_box(str(exc)), active="/messages", status=400)
-    new_id = await request.app[ADMIN].resend(msg, group)
+    new_id = await admin_of(request).resend(msg, group)
     sep = "&" if "?" in back else "?"
     raise web.HTTPSeeOther(f"{back}{sep}done={html.u(f'Resent {msg.msg_id} to {group} as {new_id}')}")
 
 
 async def dead_letters(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = admin_of(request)
     group = request.query.get("group", "").strip()
     groups = await admin.group_list()
     options = "".join(

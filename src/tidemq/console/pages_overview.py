@@ -1,22 +1,24 @@
-"""The overview: brokers, topic and group counts, TPS in/out over the last minutes, commit-log size."""
+"""The overview: brokers, topic and group counts, TPS in/out over the last minutes, commit-log size and
+the disk use the brokers report (commitLogDiskRatio)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from tidemq.console import html
-from tidemq.console.app import ADMIN, SAMPLER, render
+from tidemq.console.app import SAMPLER, render
+from tidemq.console.auth import admin_of
 from tidemq.console.forms import is_system_topic
 
 
 async def overview(request: web.Request) -> web.Response:
-    admin = request.app[ADMIN]
+    admin = admin_of(request)
     info = await admin.runtime_info()
     masters = await admin.cluster_masters()
     topics = [t for t in await admin.topic_list() if not is_system_topic(t)]
     groups = await admin.group_list()
     sampler = request.app[SAMPLER]
-    disk = sum(
+    log_bytes = sum(
         int(t.get("commitLogMaxOffset") or 0) - int(t.get("commitLogMinOffset") or 0) for t in info.values()
     )
     cards = "".join(
@@ -25,7 +27,8 @@ async def overview(request: web.Request) -> web.Response:
             ("brokers", "Brokers", len(masters)),
             ("topics", "Topics", len(topics)),
             ("groups", "Groups", len(groups)),
-            ("disk", "Commit log", html.human_bytes(disk)),
+            ("commit-log", "Commit log", html.human_bytes(log_bytes)),
+            ("disk", "Disk used", _worst_disk(info)),
         )
     )
     rows = [
@@ -35,6 +38,7 @@ async def overview(request: web.Request) -> web.Response:
             html.e(t.get("brokerVersionDesc", "")),
             html.e(t.get("msgPutTotalTodayNow", "")),
             html.e(t.get("msgGetTotalTodayNow", "")),
+            html.e(_disk(t)),
             html.e(t.get("runtime", "")),
         ]
         for name, t in info.items()
@@ -43,9 +47,34 @@ async def overview(request: web.Request) -> web.Response:
     body = (
         f"<div class=cards>{cards}</div><h2>Messages per second (sampled every "
         f"{sampler.every:g} s)</h2>{chart}<h2>Brokers</h2>"
-        + html.table(["Broker", "Address", "Version", "Put today", "Got today", "Uptime"], rows, id="brokers")
+        + html.table(
+            ["Broker", "Address", "Version", "Put today", "Got today", "Disk", "Uptime"], rows, id="brokers"
+        )
     )
     return render("Overview", body, active="/")
+
+
+def _ratio(table: dict[str, str]) -> float | None:
+    """commitLogDiskRatio as Java's broker reports it (used share of the commit log's partition)."""
+    try:
+        ratio = float(table.get("commitLogDiskRatio", ""))
+    except ValueError:
+        return None
+    return ratio if 0.0 <= ratio <= 1.0 else None
+
+
+def _disk(table: dict[str, str]) -> str:
+    ratio = _ratio(table)
+    if ratio is None:
+        return "unknown"
+    capacity = table.get("commitLogDirCapacity", "")
+    return f"{ratio:.1%}" + (f" ({capacity.rstrip('.')})" if capacity else "")
+
+
+def _worst_disk(info: dict[str, dict[str, str]]) -> str:
+    """The fullest broker's disk: the one that starts deleting or refusing writes first."""
+    ratios = [r for r in (_ratio(t) for t in info.values()) if r is not None]
+    return f"{max(ratios):.1%}" if ratios else "unknown"
 
 
 def add_routes(app: web.Application) -> None:

@@ -7,7 +7,8 @@ import time
 from aiohttp import web
 
 from tidemq.console import forms, html
-from tidemq.console.app import ADMIN, NotFound, render
+from tidemq.console.app import NotFound, render
+from tidemq.console.auth import admin_of
 
 
 def _create_form(error: str = "", topic: str = "", queues: str = "8") -> str:
@@ -25,7 +26,7 @@ async def _topics_page(request: web.Request, *, form: str = "", status: int = 20
     needle = request.query.get("q", "").strip().lower()
     topics = [
         t
-        for t in await request.app[ADMIN].topic_list()
+        for t in await admin_of(request).topic_list()
         if (show_system or not forms.is_system_topic(t)) and needle in t.lower()
     ]
     rows = [[f'<a href="/topics/{html.u(t)}">{html.e(t)}</a>'] for t in topics]
@@ -51,21 +52,21 @@ async def create_topic(request: web.Request) -> web.Response:
         queues = forms.queue_count(raw_queues)
     except forms.FormError as exc:
         return await _topics_page(request, form=_create_form(str(exc), raw_topic, raw_queues), status=400)
-    brokers = await request.app[ADMIN].create_topic(topic, queues)
+    brokers = await admin_of(request).create_topic(topic, queues)
     done = f"Created topic {topic} with {queues} queues on {', '.join(brokers)}"
     raise web.HTTPSeeOther(f"/topics/{html.u(topic)}?done={html.u(done)}")
 
 
 async def _known_topic(request: web.Request) -> str:
     topic = request.match_info["topic"]
-    if topic not in await request.app[ADMIN].topic_list():
+    if topic not in await admin_of(request).topic_list():
         raise NotFound("topic", topic)
     return topic
 
 
 async def topic_detail(request: web.Request) -> web.Response:
     topic = await _known_topic(request)
-    admin = request.app[ADMIN]
+    admin = admin_of(request)
     stats = await admin.topic_stats(topic)
     now = time.time() * 1000
     rows = [
@@ -110,7 +111,7 @@ def _ago(now_ms: float, then_ms: int) -> str:
 
 async def delete_topic(request: web.Request) -> web.Response:
     topic = await _known_topic(request)
-    brokers = await request.app[ADMIN].delete_topic(topic)
+    brokers = await admin_of(request).delete_topic(topic)
     done = f"Deleted topic {topic} from {', '.join(brokers)}"
     raise web.HTTPSeeOther(f"/topics?done={html.u(done)}")
 

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.client.admin import Admin
@@ -23,13 +24,14 @@ class Sample:
 
 
 class TpsSampler:
-    def __init__(self, admin: Admin, every: float, keep: int) -> None:
+    def __init__(self, admin: Callable[[], Admin], every: float, keep: int) -> None:
+        """``admin`` names the client to ask each time: under ACL, a logged-in session's signed one."""
         self.admin = admin
         self.every = every
         self.samples: deque[Sample] = deque(maxlen=keep)
 
     async def sample(self) -> None:
-        info = await self.admin.runtime_info()
+        info = await self.admin().runtime_info()
         put = sum(int(t.get("msgPutTotalTodayNow") or 0) for t in info.values())
         get = sum(int(t.get("msgGetTotalTodayNow") or 0) for t in info.values())
         size = sum(

@@ -342,6 +342,17 @@ class SearchOffsetRequestHeader(CommandHeader):
     timestamp: Long
 
 
+@dataclass(slots=True)
+class ResetOffsetRequestHeader(CommandHeader):
+    """INVOKE_BROKER_TO_RESET_OFFSET (admin to broker) and RESET_CONSUMER_CLIENT_OFFSET (broker to
+    consumer). ``timestamp`` -1 means each queue's max offset (4.9.x Broker2Client)."""
+
+    topic: str
+    group: str
+    timestamp: Long
+    is_force: bool = False
+
+
 # --- admin and query -----------------------------------------------------------------------------
 
 

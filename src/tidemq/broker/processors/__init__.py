@@ -21,9 +21,9 @@ BrokerProcessor = Callable[["Broker", RemotingConnection, RemotingCommand], Proc
 
 
 def register_all(dispatcher: RequestDispatcher, broker: Broker) -> None:
-    from tidemq.broker.processors import admin, consumer, pull, reply, send, transaction
+    from tidemq.broker.processors import admin, consumer, pull, reply, reset_offset, send, transaction
 
-    for module in (send, pull, consumer, admin, transaction, reply):
+    for module in (send, pull, consumer, admin, transaction, reply, reset_offset):
         module.register(dispatcher, broker)
 
 
