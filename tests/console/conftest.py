@@ -9,8 +9,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support import ServerProcess, free_port, wait_listening
 
@@ -88,3 +91,11 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def screenshot(driver: object, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))  # type: ignore[attr-defined]
+
+
+def settle(driver: Any, timeout: float = 20, poll_frequency: float = 0.5) -> WebDriverWait[Any]:
+    """A wait that rides out a page being replaced under it (an element found a moment before the reload
+    goes stale): the condition is simply tried again."""
+    return WebDriverWait(
+        driver, timeout, poll_frequency=poll_frequency, ignored_exceptions=(StaleElementReferenceException,)
+    )

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
-from tests.console.conftest import Console, screenshot
+from tests.console.conftest import Console, screenshot, settle
 from tests.console.test_console_topics import accept_confirm, text
 from tests.consumer_support import Collector, consumer, produce
 from tests.support import ServerProcess, create_topic, eventually, run, unique
@@ -42,7 +42,7 @@ def test_reset_to_earliest_with_a_consumer_online(
             browser.find_element(By.CSS_SELECTOR, "#reset-offset input[value=earliest]").click()
             browser.find_element(By.ID, "reset-submit").click()
             assert group in accept_confirm(browser)
-            WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
+            settle(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
             assert "to earliest: 2 queues" in text(browser, "#notice")
             screenshot(browser, "group-reset-online")
             # The running consumer was told (RESET_CONSUMER_CLIENT_OFFSET) and reads all five again.
@@ -72,7 +72,7 @@ def test_message_by_producer_msg_id_and_offset_msg_id(
             browser.find_element(By.ID, "q-itopic").send_keys(topic_of_key)
         browser.find_element(By.ID, "q-id").send_keys(msg_id)
         browser.find_element(By.ID, "search-id").click()
-        WebDriverWait(browser, 20).until(
+        settle(browser, 20).until(
             lambda d: d.find_elements(By.ID, "results") or d.find_elements(By.ID, "form-error")
         )
 
@@ -83,7 +83,7 @@ def test_message_by_producer_msg_id_and_offset_msg_id(
     rows = browser.find_elements(By.CSS_SELECTOR, "#results tbody tr")
     assert len(rows) == 1 and sent.msg_id in rows[0].text
     rows[0].find_element(By.CSS_SELECTOR, "a").click()
-    WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.ID, "body-text"))
+    settle(browser, 20).until(lambda d: d.find_elements(By.ID, "body-text"))
     assert text(browser, "#body-text") == "found by id"
     # The producer's id alone cannot be located: the form says to give the topic.
     search(sent.msg_id)
@@ -101,7 +101,7 @@ def _click(browser: Any, table: str, topic: str, label: str) -> None:
     row = next(r for r in browser.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr") if topic in r.text)
     row.find_element(By.XPATH, f".//button[text()='{label}']").click()
     assert topic in accept_confirm(browser)
-    WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
+    settle(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
 
 
 def test_nsq_unpause_empty_and_delete(server: ServerProcess, console: Console, browser: Any) -> None:

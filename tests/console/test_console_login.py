@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.console.conftest import Console, screenshot
+from tests.console.conftest import Console, screenshot, settle
 from tests.console.test_console_topics import text
 from tests.support import ServerProcess, run, unique
 from tidemq.client.admin import Admin
@@ -68,7 +67,7 @@ def log_in(browser: Any, access_key: str, secret_key: str) -> None:
 
 def shows_error(browser: Any, words: str) -> None:
     """The refusal (waiting out the form's reload: the previous page may show an older error)."""
-    WebDriverWait(browser, 20).until(
+    settle(browser, 20).until(
         lambda d: words in " ".join(e.text for e in d.find_elements(By.ID, "form-error"))
     )
 
@@ -97,14 +96,14 @@ def test_login_gate(
     shows_error(browser, "Need admin permission")
     log_in(browser, "console-admin", "admin-secret-1")
     # Back where the login started, with the admin's signed calls.
-    WebDriverWait(browser, 20).until(lambda d: d.current_url == console.url + "/topics")
+    settle(browser, 20).until(lambda d: d.current_url == console.url + "/topics")
     assert topic in text(browser, "#topic-list")
     assert text(browser, "#user") == "console-admin"
     cookie = browser.get_cookie("tidemq_console")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
 
     browser.find_element(By.ID, "logout").click()
-    WebDriverWait(browser, 20).until(lambda d: "/login" in d.current_url)
+    settle(browser, 20).until(lambda d: "/login" in d.current_url)
     browser.get(console.url + "/topics")
     assert browser.current_url.startswith(console.url + "/login")
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
-from tests.console.conftest import Console, screenshot
+from tests.console.conftest import Console, screenshot, settle
 from tests.console.test_console_topics import accept_confirm, text
 from tests.consumer_support import Collector, consumer
 from tests.support import ServerProcess, create_topic, eventually, run, unique
@@ -85,13 +85,13 @@ def test_group_members_lag_reset_and_delete(server: ServerProcess, console: Cons
     browser.find_element(By.CSS_SELECTOR, "#reset-offset input[value=earliest]").click()
     browser.find_element(By.ID, "reset-submit").click()
     assert group in accept_confirm(browser)
-    WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
+    settle(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
     assert "to earliest: 2 queues" in text(browser, "#notice")
     assert text(browser, "#total-lag") == "10"
 
     browser.find_element(By.CSS_SELECTOR, "form[action$='/delete'] button").click()
     accept_confirm(browser)
-    WebDriverWait(browser, 20).until(lambda d: "Deleted group" in d.page_source)
+    settle(browser, 20).until(lambda d: "Deleted group" in d.page_source)
     browser.get(f"{console.url}/groups/{group}")
     assert group in text(browser, "#not-found")
 
@@ -106,13 +106,13 @@ def test_messages_by_key_time_and_id(server: ServerProcess, console: Console, br
     browser.find_element(By.ID, "q-ktopic").send_keys(topic)
     browser.find_element(By.ID, "q-key").send_keys(key)
     browser.find_element(By.ID, "search-key").click()
-    WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.ID, "results"))
+    settle(browser, 20).until(lambda d: d.find_elements(By.ID, "results"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#results tbody tr")
     assert len(rows) == 1 and key in rows[0].text
     screenshot(browser, "messages")
 
     rows[0].find_element(By.CSS_SELECTOR, "a").click()
-    WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.ID, "properties"))
+    settle(browser, 20).until(lambda d: d.find_elements(By.ID, "properties"))
     assert key in text(browser, "#properties")
     assert '"item": "tea"' in text(browser, "#body-json")
     assert text(browser, "#body-hex").startswith("7b 22")
@@ -121,7 +121,7 @@ def test_messages_by_key_time_and_id(server: ServerProcess, console: Console, br
     browser.get(console.url + "/messages")
     browser.find_element(By.ID, "q-topic").send_keys(topic)
     browser.find_element(By.ID, "search-time").click()
-    WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.ID, "results"))
+    settle(browser, 20).until(lambda d: d.find_elements(By.ID, "results"))
     assert len(browser.find_elements(By.CSS_SELECTOR, "#results tbody tr")) == 2
 
     browser.get(console.url + "/messages?by=time&topic=NoSuchConsoleTopic")
@@ -141,13 +141,13 @@ def test_dead_letter_is_listed_and_resent(server: ServerProcess, console: Consol
         driver.get(f"{console.url}/dlq?group={group}")
         return bool(driver.find_elements(By.CSS_SELECTOR, "#dead-letters tbody tr"))
 
-    WebDriverWait(browser, 30, poll_frequency=1).until(listed)
+    settle(browser, 30, poll_frequency=1).until(listed)
     row = browser.find_element(By.CSS_SELECTOR, "#dead-letters tbody tr")
     assert "poison" in row.text and key in row.text
     screenshot(browser, "dead-letters")
     row.find_element(By.CSS_SELECTOR, "button").click()
     assert group in accept_confirm(browser)
-    WebDriverWait(browser, 20).until(lambda d: "Resent " in d.page_source)
+    settle(browser, 20).until(lambda d: "Resent " in d.page_source)
     assert f"to {group}" in text(browser, "#notice")
 
     async def resent() -> list[Any]:
@@ -175,7 +175,7 @@ def test_nsq_topics_channels_pause_and_lookupd(server: ServerProcess, console: C
 
     row.find_element(By.XPATH, ".//button[text()='Pause']").click()
     assert f"{topic}/ch" in accept_confirm(browser)
-    WebDriverWait(browser, 20).until(lambda d: "Paused channel" in d.page_source)
+    settle(browser, 20).until(lambda d: "Paused channel" in d.page_source)
     row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#nsq-channels tbody tr") if topic in r.text)
     assert "paused" in row.text
     with urllib.request.urlopen(f"{http}/stats?format=json&topic={topic}") as resp:

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.console.conftest import Console, screenshot
+from tests.console.conftest import Console, screenshot, settle
 from tests.consumer_support import produce
 from tests.support import ServerProcess, create_topic, run, unique
 
@@ -23,7 +22,7 @@ def text(driver: Any, css: str) -> str:
 
 def accept_confirm(driver: Any) -> str:
     """Accept the page's confirm() dialog; what it asked."""
-    alert = WebDriverWait(driver, 10).until(expected_conditions.alert_is_present())
+    alert = settle(driver, 10).until(expected_conditions.alert_is_present())
     asked = str(alert.text)
     alert.accept()
     return asked
@@ -51,7 +50,7 @@ def test_overview_counts_brokers_topics_and_charts_tps(
         legend = driver.find_element(By.CSS_SELECTOR, "#tps-chart text.legend")
         return float(legend.get_attribute("data-peak")) > 0
 
-    WebDriverWait(browser, 30, poll_frequency=1).until(tps_seen)
+    settle(browser, 30, poll_frequency=1).until(tps_seen)
     assert browser.find_elements(By.CSS_SELECTOR, "#tps-chart polyline")
     screenshot(browser, "overview")
 
@@ -86,7 +85,7 @@ def test_topics_search_create_detail_and_delete(
     queues.send_keys("3")
     browser.find_element(By.ID, "create-topic-submit").click()
     assert "Create this topic?" in accept_confirm(browser)
-    WebDriverWait(browser, 20).until(lambda d: created in d.title)
+    settle(browser, 20).until(lambda d: created in d.title)
     assert f"Created topic {created} with 3 queues" in text(browser, "#notice")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#queues tbody tr")) == 3
     assert "127.0.0.1" in text(browser, "#route-brokers")
@@ -98,7 +97,7 @@ def test_topics_search_create_detail_and_delete(
     browser.get(f"{console.url}/topics/{created}")
     browser.find_element(By.CSS_SELECTOR, "form[data-confirm] button").click()
     assert created in accept_confirm(browser)
-    WebDriverWait(browser, 20).until(lambda d: "Deleted topic" in d.page_source)
+    settle(browser, 20).until(lambda d: "Deleted topic" in d.page_source)
     assert created not in text(browser, "#topic-list")
 
 
