@@ -106,14 +106,27 @@ async def test_a_refused_batch_fails_every_future(tmp_path: Path) -> None:
 @pytest.mark.e2e
 async def test_shutdown_sends_what_is_gathered(server: ServerProcess) -> None:
     topic = unique("AutoFlush")
-    producer = Producer(unique("PG"), server.namesrv, auto_batch=True, batch_max_delay_ms=30_000)
+    producer = Producer(
+        unique("PG"), server.namesrv, auto_batch=True, batch_max_delay_ms=30_000, send_timeout=20
+    )
     await producer.start()
     await producer.queues_for(topic)
+    invoke = producer._invoke
+
+    async def slow_invoke(*args, **kwargs):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(1.5)  # batches still out when shutdown starts
+        return await invoke(*args, **kwargs)
+
+    producer._invoke = slow_invoke  # type: ignore[method-assign]
     first = producer.send_async(Message(topic, b"first"), queue=None)
+    await asyncio.sleep(0)  # "first" goes out; the rest gather behind it
     futures = [producer.send_async(Message(topic, f"{i}".encode())) for i in range(50)]
+    started = asyncio.get_running_loop().time()
     await producer.shutdown()
-    assert (await first).status is SendStatus.SEND_OK
-    assert all(f.done() and f.result().status is SendStatus.SEND_OK for f in futures)
+    assert first.done() and all(f.done() for f in futures), "shutdown returned before the answers"
+    assert asyncio.get_running_loop().time() - started >= 2.5, "two batches, one after the other"
+    assert first.result().status is SendStatus.SEND_OK
+    assert all(f.result().status is SendStatus.SEND_OK for f in futures)
     stored = await _queue_bodies(server.broker, topic)
     assert sum(len(b) for b in stored.values()) == 51
 
@@ -158,3 +171,20 @@ def test_settings_are_checked_like_java() -> None:
     with pytest.raises(ValueError, match="batch_max_bytes"):
         AutoBatchSettings(max_bytes=3 * 1024 * 1024)
     assert AutoBatchSettings() == AutoBatchSettings(10, 32 * 1024, 1024, 32 * 1024 * 1024)
+
+
+@pytest.mark.e2e
+async def test_held_bytes_above_the_total_make_sends_wait(server: ServerProcess) -> None:
+    topic = unique("AutoPressure")
+    async with Producer(
+        unique("PG"), server.namesrv, auto_batch=True, batch_max_bytes=1024, total_batch_max_bytes=2048
+    ) as producer:
+        await producer.queues_for(topic)
+        batcher = producer._batcher
+        assert batcher is not None
+        held: list[int] = []
+        producer.interceptors.append(lambda msg, mq, res, exc: held.append(batcher.held) if msg else None)
+        futures = [producer.send_async(Message(topic, bytes(300))) for _ in range(60)]
+        results = await asyncio.gather(*futures)
+    assert len({r.msg_id for r in results}) == 60
+    assert max(held) <= 2048 + 400, f"held {max(held)} bytes, over the total limit"

@@ -217,12 +217,13 @@ class Producer:
         return queues
 
     def _known_queues(self, topic: str) -> list[MessageQueue] | None:
-        """The queues of ``topic`` without a wait when its route is known, else None."""
+        """The queues of ``topic`` without a wait when its route (or the auto-create template's queues
+        for it) is known, else None."""
         if self._instance is None:
             return None
         route = self._instance.routes.get(topic)
         if route is None:
-            return None
+            return self._queues.get(topic) or None
         return self._route_queues(topic, route) or None
 
     def _pick(self, queues: list[MessageQueue], last_broker: str | None) -> MessageQueue:
