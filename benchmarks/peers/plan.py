@@ -19,6 +19,7 @@ MODULES = {
     "tidemq-nsq": "nsq_peer",
 }
 TIDEMQ_WINDOW = 256  # send_async / PUB pipelined: requests in flight
+AUTO_BATCH_WINDOW = 2048  # send_async with auto_batch: single sends in flight, gathered into batches
 BATCH = 100
 BATCH_WINDOW = 4  # send_batch / MPUB: batches in flight
 PEER_WINDOW = 1000  # RabbitMQ unconfirmed / NATS unacknowledged publishes
@@ -112,14 +113,21 @@ def plan_for(system: str) -> list[Variant]:
     if system == "tidemq":
         push, lite = {"variant": "push"}, {"variant": "lite"}
         due = {"batch": PACED_BATCH, "window": TIDEMQ_WINDOW}
+        auto = {"options": {"auto_batch": True}}
         return [
             Variant("w1", f"send_batch {BATCH} x{BATCH_WINDOW}", batch),
             Variant("w1", f"send_async x{TIDEMQ_WINDOW}", single),
+            Variant(
+                "w1",
+                f"send_async x{AUTO_BATCH_WINDOW}, auto_batch",
+                {"batch": 1, "window": AUTO_BATCH_WINDOW, **auto},
+            ),
             Variant("w2", "PushConsumer", consume=push),
             Variant("w2", "LitePullConsumer", consume=lite),
             Variant("w3", "send_batch -> PushConsumer", batch, push),
             Variant("w3", "send_batch -> LitePullConsumer", batch, lite),
             Variant("w4", "send_async -> PushConsumer", single, push),
+            Variant("w4", "send_async, auto_batch -> PushConsumer", {**single, **auto}, push),
             Variant("w4", f"send_batch of those due (<= {PACED_BATCH}) -> PushConsumer", due, push),
             Variant("w4", "send_async -> LitePullConsumer", single, lite),
         ]

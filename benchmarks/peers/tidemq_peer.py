@@ -69,7 +69,8 @@ class TidemqBroker(Broker):
         return (
             f"{self.label}: `tidemq server --flush {self.server.flush} --no-nsq --no-lookupd` (one process: "
             f"name server + broker), {QUEUES} queues per topic; tidemq Python client: send_batch or "
-            f"send_async windows (see variant), PushConsumer (no-op coroutine listener, pull batch 32) or "
+            f"send_async windows (see variant; auto_batch: Producer(auto_batch=True) with Java 5.x's "
+            f"defaults), PushConsumer (no-op coroutine listener, pull batch 32) or "
             f"LitePullConsumer (pull batch {PULL_BATCH}, poll + commit every {COMMIT_EVERY:,}), "
             f"clustering, from the first offset"
         )
@@ -83,7 +84,8 @@ async def _create_topic(spec: Spec) -> None:
 async def _produce(spec: Spec) -> dict[str, Any]:
     await _create_topic(spec)
     topic = spec.name
-    async with Producer(f"PG_{topic}", spec.target["namesrv"]) as producer:
+    options = {"auto_batch": True} if spec.options.get("auto_batch") else {}  # base clients lack it
+    async with Producer(f"PG_{topic}", spec.target["namesrv"], **options) as producer:
         for mq in await producer.queues_for(topic):  # route and connection, outside the timing
             await producer.instance.broker_connection(mq.broker_name)
         flow = Flow(spec.window)

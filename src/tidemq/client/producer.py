@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.client import api
+from tidemq.client.auto_batch import Accumulator, AutoBatchSettings
 from tidemq.client.config import ClientConfig, strip_namespace, wrap_namespace
 from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, LatencyFaultTolerance
 from tidemq.client.instance import ClientInstance, MQClientError
@@ -71,6 +72,18 @@ def select_by_hash(queues: list[MessageQueue], msg: Message, arg: Any) -> Messag
     return queues[abs(value) % len(queues)]
 
 
+def _callback_of(
+    callback: Callable[[_T | None, BaseException | None], None],
+) -> Callable[[asyncio.Future[_T]], None]:
+    """A done-callback that hands ``callback`` the result or the error."""
+
+    def done(f: asyncio.Future[_T]) -> None:
+        exc = f.exception() if not f.cancelled() else asyncio.CancelledError()
+        callback(None if exc else f.result(), exc)
+
+    return done
+
+
 def validate_topic(topic: str) -> None:
     if not topic or len(topic) > 127 or not _VALID_TOPIC.match(topic):
         raise MQClientError(f"invalid topic {topic!r}: 1-127 characters of [%|a-zA-Z0-9_-]")
@@ -92,8 +105,17 @@ class Producer:
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[float] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[float] = NOT_AVAILABLE_DURATION_MS,
+        auto_batch: bool = False,
+        batch_max_delay_ms: float = 10.0,
+        batch_max_bytes: int = 32 * 1024,
+        batch_max_count: int = 1024,
+        total_batch_max_bytes: int = 32 * 1024 * 1024,
     ) -> None:
-        """``send_latency_fault_enable`` (Java's sendLatencyFaultEnable, off by default): skip a broker
+        """``auto_batch`` (Java 5.x autoBatch, off by default): single sends are gathered per queue into
+        batch sends (client/auto_batch.py; the ``batch_*`` limits are Java's batchMaxDelayMs,
+        batchMaxBytes and totalBatchMaxBytes, plus a message count cap).
+
+        ``send_latency_fault_enable`` (Java's sendLatencyFaultEnable, off by default): skip a broker
         for a while after a slow or failed send, for as long as ``not_available_duration_ms`` says for the
         first of ``latency_max_ms`` the latency reached (a failure counts as 30 s: 10 minutes with Java's
         tables). Off, a send that failed is retried on another broker and nothing is remembered."""
@@ -113,6 +135,17 @@ class Producer:
         self._ids = UniqueIdGenerator(self.config.client_ip)
         self._instance: ClientInstance | None = None
         self._pending: set[asyncio.Task[Any]] = set()
+        self._routed: dict[str, tuple[object, list[MessageQueue]]] = {}
+        self._batcher = (
+            Accumulator(
+                self,
+                AutoBatchSettings(
+                    batch_max_delay_ms, batch_max_bytes, batch_max_count, total_batch_max_bytes
+                ),
+            )
+            if auto_batch
+            else None
+        )
         #: Whether the brokers have had a heartbeat naming this producer since a request last needed one.
         self.announced_for_requests = False
 
@@ -124,6 +157,8 @@ class Producer:
         await self._instance.start()
 
     async def shutdown(self) -> None:
+        if self._batcher is not None:
+            await self._batcher.close()  # gathered messages are sent, not dropped
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
         if self._instance is not None:
@@ -153,7 +188,7 @@ class Producer:
         queues = self._queues.get(topic)
         route = self.instance.routes.get(topic)
         if route is not None:
-            queues = route.publish_queues(topic)
+            queues = self._route_queues(topic, route)
         if not queues:
             route = await self.instance.update_route(topic)
             if route is not None:
@@ -171,6 +206,25 @@ class Producer:
             raise MQClientError(f"topic {topic!r} has no writable queue")
         self._queues[topic] = queues
         return queues
+
+    def _route_queues(self, topic: str, route: Any) -> list[MessageQueue]:
+        """The route's writable queues, worked out once per route object (a refresh brings a new one)."""
+        cached = self._routed.get(topic)
+        if cached is not None and cached[0] is route:
+            return cached[1]
+        queues: list[MessageQueue] = route.publish_queues(topic)
+        self._routed[topic] = (route, queues)
+        return queues
+
+    def _known_queues(self, topic: str) -> list[MessageQueue] | None:
+        """The queues of ``topic`` without a wait when its route (or the auto-create template's queues
+        for it) is known, else None."""
+        if self._instance is None:
+            return None
+        route = self._instance.routes.get(topic)
+        if route is None:
+            return self._queues.get(topic) or None
+        return self._route_queues(topic, route) or None
 
     def _pick(self, queues: list[MessageQueue], last_broker: str | None) -> MessageQueue:
         """The next queue, round robin (Java MQFaultStrategy.selectOneMessageQueue). With fault avoidance
@@ -239,7 +293,23 @@ class Producer:
         """Send and wait for the broker's answer. With ``queue``, ``selector`` or ``sharding_key`` the
         message goes to that one queue (ordered sending) and is not retried elsewhere. ``deliver_at``
         (a datetime or epoch ms) or ``delay`` make it a timer message, delivered to consumers then
-        (docs/protocols/rocketmq-messages.md#timer-messages)."""
+        (docs/protocols/rocketmq-messages.md#timer-messages). With ``auto_batch`` a plain message joins
+        its queue's next batch send (docs/clients.md#auto-batching)."""
+        batcher = self._batcher
+        if batcher is not None and batcher.batchable(msg, {"deliver_at": deliver_at, "delay": delay}):
+            validate_topic(msg.topic)
+            wire_topic = wrap_namespace(self.config.namespace, msg.topic)
+            queues = await self.queues_for(wire_topic)
+            await batcher.wait_for_room()
+            return await batcher.submit(
+                msg,
+                queues,
+                queue=queue,
+                selector=selector,
+                arg=arg,
+                sharding_key=sharding_key,
+                timeout=timeout,
+            )
         topic, body, props, sys_flag = self._prepare(msg, deliver_at, delay)
         deadline = time.monotonic() + (timeout or self.send_timeout)
         queues = await self.queues_for(topic)  # also names an explicit queue's broker address
@@ -356,8 +426,26 @@ class Producer:
         msg: Message,
         callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
         **kwargs: Any,
-    ) -> asyncio.Task[SendResult]:
-        """Start a send and return at once; the task (and ``callback``) get the result."""
+    ) -> asyncio.Future[SendResult]:
+        """Start a send and return at once; the future (and ``callback``) get the result. With
+        ``auto_batch`` a plain message to a topic whose route is known joins a batch without a task."""
+        batcher = self._batcher
+        if batcher is not None and batcher.has_room() and batcher.batchable(msg, kwargs):
+            topic = msg.topic
+            queues = self._known_queues(wrap_namespace(self.config.namespace, topic))
+            if queues is not None and _VALID_TOPIC.match(topic) and len(topic) <= 127:
+                future = batcher.submit(
+                    msg,
+                    queues,
+                    queue=kwargs.get("queue"),
+                    selector=kwargs.get("selector"),
+                    arg=kwargs.get("arg"),
+                    sharding_key=kwargs.get("sharding_key"),
+                    timeout=kwargs.get("timeout"),
+                )
+                if callback is not None:
+                    future.add_done_callback(_callback_of(callback))
+                return future
         return self._track(self.send(msg, **kwargs), callback)
 
     # --- request-reply (docs/protocols/rocketmq-request-reply.md) ---------------------------------------
@@ -385,13 +473,9 @@ class Producer:
         task = asyncio.ensure_future(work)
         self._pending.add(task)
 
-        def done(t: asyncio.Task[_T]) -> None:
-            self._pending.discard(t)
-            if callback is not None:
-                exc = t.exception() if not t.cancelled() else asyncio.CancelledError()
-                callback(None if exc else t.result(), exc)
-
-        task.add_done_callback(done)
+        task.add_done_callback(self._pending.discard)
+        if callback is not None:
+            task.add_done_callback(_callback_of(callback))
         return task
 
     async def reply(self, request: MessageExt, body: bytes, timeout: float | None = None) -> SendResult:
