@@ -7,11 +7,12 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tidemq import loop_monitor
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
+from tidemq.connection_gate import ConnectionLimits
 from tidemq.grpc.server import GrpcConfig, GrpcServer
 from tidemq.namesrv import NameServer
 from tidemq.nsq.lookupd import LookupdConfig, Nsqlookupd
@@ -34,6 +35,8 @@ class ServerPlan:
     lookupd: LookupdConfig | None = None
     grpc: GrpcConfig | None = None  # the RocketMQ 5.x gRPC endpoint over the broker
     on_ready: Callable[[list[str]], None] | None = None
+    #: The name server port's connection caps.
+    namesrv_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
@@ -53,7 +56,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
     loop_monitor.MONITOR.start()
     try:
         if plan.namesrv_host is not None:
-            namesrv = NameServer(plan.namesrv_host, plan.namesrv_port)
+            namesrv = NameServer(plan.namesrv_host, plan.namesrv_port, limits=plan.namesrv_limits)
             await namesrv.start()
             ready.append(f"namesrv {plan.namesrv_host}:{namesrv.port}")
             if plan.broker is not None and not plan.broker.namesrv_addrs:
