@@ -10,6 +10,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,23 @@ def test_a_refusal_burst_logs_a_few_lines(capped: ServerProcess) -> None:
     refused = [line for line in log.splitlines() if "refused" in line or "suppressed" in line]
     assert 1 <= len(refused) <= 20, f"{len(refused)} lines for 60 refusals:\n{log[-3000:]}"
     assert "suppressed" in log
+
+
+@pytest.mark.parametrize("command", ["namesrv", "broker", "nsqd"])
+def test_each_command_takes_the_caps(tmp_path: Path, command: str) -> None:
+    """``tidemq namesrv``, ``tidemq broker`` and ``tidemq nsqd`` cap their own port."""
+    namesrv = ServerProcess(tmp_path / "ns", command="namesrv").start() if command == "broker" else None
+    extra = ["--namesrv", namesrv.namesrv] if namesrv is not None else []
+    proc = ServerProcess(tmp_path / "data", *extra, "--max-connections-per-ip", "1", command=command).start()
+    try:
+        hostport = {"namesrv": proc.namesrv, "broker": proc.broker, "nsqd": proc.nsqd}[command]
+        port = "nsqd" if command == "nsqd" else "remoting"
+        held = connect(hostport)
+        answer = refusal(port, hostport, "127.0.0.1")
+        assert answer.startswith(struct.pack(">i", len(answer) - 4)) if port == "nsqd" else answer == b""
+        assert served(port, held)
+        held.close()
+    finally:
+        proc.stop()
+        if namesrv is not None:
+            namesrv.stop()
