@@ -6,6 +6,7 @@ given again (docs/rocketmq-broker.md#connection-limits, docs/nsq-server.md#conne
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -33,7 +34,7 @@ OWN = {"namesrv": 1}
 def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data = tmp_path_factory.mktemp("caps") / "data"
     proc = ServerProcess(
-        data, "--max-connections-per-ip", str(PER_IP), "--max-connections", str(TOTAL), "--no-grpc"
+        data, "--max-connections-per-ip", str(PER_IP), "--max-connections", str(TOTAL)
     ).start()
     yield proc
     proc.stop()
@@ -131,3 +132,38 @@ def test_each_command_takes_the_caps(tmp_path: Path, command: str) -> None:
         proc.stop()
         if namesrv is not None:
             namesrv.stop()
+
+
+#: An HTTP/2 client's connection preface and an empty SETTINGS frame: a gRPC server answers its own SETTINGS.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000")
+
+
+def grpc_connection(hostport: str, source: str) -> socket.socket:
+    sock = connect(hostport, source)
+    with contextlib.suppress(OSError):  # a refused connection may be closed before the preface is sent
+        sock.sendall(HTTP2_PREFACE)
+    return sock
+
+
+def http2_settings(sock: socket.socket) -> bool:
+    """Whether the server answered with its SETTINGS frame and kept the connection."""
+    answer, closed = read_until_closed(sock, 0.5)
+    return not closed and len(answer) >= 9 and answer[3] == 4
+
+
+def test_grpc_port_caps_its_connections_in_total(capped: ServerProcess) -> None:
+    """grpc core counts connections in total only: --max-connections caps the gRPC port too."""
+    held = [grpc_connection(capped.grpc, f"127.0.0.{10 + i}") for i in range(TOTAL)]
+    try:
+        assert all(http2_settings(sock) for sock in held)
+        refused = grpc_connection(capped.grpc, "127.0.0.20")
+        answer, closed = read_until_closed(refused, 3.0)
+        refused.close()
+        assert closed and answer == b"", answer
+        held.pop(0).close()
+        time.sleep(0.3)
+        held.append(grpc_connection(capped.grpc, "127.0.0.20"))
+        assert http2_settings(held[-1]), "a freed place is not given again"
+    finally:
+        for sock in held:
+            sock.close()

@@ -83,14 +83,14 @@ connection_cap_options = option_group(
         type=click.IntRange(min=0),
         default=ConnectionLimits().max_connections_per_ip,
         show_default=True,
-        help="Every TCP port but gRPC: open connections from one IP, per port (0: no cap).",
+        help="Every port but gRPC: open connections from one IP, per port (0: no cap).",
     ),
     click.option(
         "--max-connections",
         type=click.IntRange(min=0),
         default=ConnectionLimits().max_connections,
         show_default=True,
-        help="Every TCP port but gRPC: open connections in total, per port (0: no cap).",
+        help="Every port: open connections in total, per port (0: no cap).",
     ),
 )
 

@@ -331,7 +331,13 @@ def register(main: click.Group) -> None:
                 "give both --grpc-tls-cert and --grpc-tls-key", param_hint="--grpc-tls-key"
             )
         if not no_grpc:
-            plan.grpc = GrpcConfig(listen, grpc_port, grpc_tls_cert, grpc_tls_key)
+            plan.grpc = GrpcConfig(
+                listen,
+                grpc_port,
+                grpc_tls_cert,
+                grpc_tls_key,
+                max_connections=nsqd.connection_limits.max_connections,
+            )
         run_plan(plan)
 
     @main.command()
