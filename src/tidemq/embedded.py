@@ -7,7 +7,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client.registry import Collector
@@ -17,6 +17,7 @@ from tidemq.acl import AclWatcher
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.metrics import BrokerCollector
+from tidemq.connection_gate import ConnectionLimits
 from tidemq.console import ConsoleSettings, create_console_app
 from tidemq.grpc.server import GrpcConfig, GrpcServer
 from tidemq.namesrv import NameServer
@@ -46,6 +47,8 @@ class ServerPlan:
     ops: OpsConfig | None = None  # the HTTP operations port: /metrics (and the web console)
     console: bool = True  # the web console at "/" of the operations port
     on_ready: Callable[[list[str]], None] | None = None
+    #: The name server port's connection caps.
+    namesrv_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 def shared_acl(plan: ServerPlan) -> AclWatcher | None:
@@ -80,7 +83,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
         if acl is not None:
             acl.start()
         if plan.namesrv_host is not None:
-            namesrv = NameServer(plan.namesrv_host, plan.namesrv_port)
+            namesrv = NameServer(plan.namesrv_host, plan.namesrv_port, limits=plan.namesrv_limits)
             await namesrv.start()
             ready.append(f"namesrv {plan.namesrv_host}:{namesrv.port}")
             if plan.broker is not None and not plan.broker.namesrv_addrs:

@@ -96,6 +96,8 @@ class Broker:
             config.port,
             idle_timeout=config.idle_timeout_s,
             on_close=self._connection_closed,
+            limits=config.connection_limits,
+            slow_peer_timeout_s=config.slow_peer_timeout_s,
         )
         #: Bytes behind the log's end still counted as in memory (Java: RAM x accessMessageInMemoryMaxRatio).
         self.memory_for_messages = _physical_memory() * config.access_message_in_memory_max_ratio // 100

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tidemq.address import LOCALHOST
+from tidemq.connection_gate import ConnectionLimits
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -44,6 +45,11 @@ class BrokerConfig:
     channel_expiry_s: float = 120.0
     lock_max_live_s: float = 60.0
     idle_timeout_s: float = 120.0
+    #: Connection caps of the remoting port (its idle timeout is ``idle_timeout_s``, Java's
+    #: serverChannelMaxIdleTimeSeconds); docs/rocketmq-broker.md#connection-limits.
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    #: A client that reads none of its answers this long is closed (tidemq's; Netty has no such deadline).
+    slow_peer_timeout_s: float = 120.0
     message_delay_levels: str = DEFAULT_DELAY_LEVELS
     region: str = "DefaultRegion"
     trace_on: bool = True

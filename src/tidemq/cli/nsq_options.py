@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from tidemq.connection_gate import ConnectionLimits
 from tidemq.nsq.client import parse_duration
-from tidemq.nsq.guard import ConnectionLimits
 from tidemq.nsq.nsqd.config import NsqdConfig, TLSRequired
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -75,7 +75,26 @@ def option_group(*options: Decorator) -> Decorator:
     return apply
 
 
-#: The caps on nsqd's HTTP port and nsqlookupd's ports (docs/nsq-server.md#connection-limits).
+#: The connection caps of every TCP port a command serves: remoting (name server, broker), NSQ TCP and
+#: HTTP, nsqlookupd (docs/nsq-server.md#connection-limits, docs/rocketmq-broker.md#connection-limits).
+connection_cap_options = option_group(
+    click.option(
+        "--max-connections-per-ip",
+        type=click.IntRange(min=0),
+        default=ConnectionLimits().max_connections_per_ip,
+        show_default=True,
+        help="Every port but gRPC: open connections from one IP, per port (0: no cap).",
+    ),
+    click.option(
+        "--max-connections",
+        type=click.IntRange(min=0),
+        default=ConnectionLimits().max_connections,
+        show_default=True,
+        help="Every port: open connections in total, per port (0: no cap).",
+    ),
+)
+
+#: The idle timeout of nsqd's HTTP port and nsqlookupd's ports, and the caps.
 connection_limit_options = option_group(
     click.option(
         "--idle-timeout",
@@ -85,29 +104,25 @@ connection_limit_options = option_group(
         metavar="DURATION",
         help="NSQ HTTP and lookupd ports: close a connection that sent nothing this long (0: never).",
     ),
-    click.option(
-        "--max-connections-per-ip",
-        type=click.IntRange(min=0),
-        default=ConnectionLimits().max_connections_per_ip,
-        show_default=True,
-        help="NSQ HTTP and lookupd ports: open connections from one IP, per port (0: no cap).",
-    ),
-    click.option(
-        "--max-connections",
-        type=click.IntRange(min=0),
-        default=ConnectionLimits().max_connections,
-        show_default=True,
-        help="NSQ HTTP and lookupd ports: open connections in total, per port (0: no cap).",
-    ),
+    connection_cap_options,
 )
+
+
+def connection_caps(opts: dict[str, Any]) -> ConnectionLimits:
+    """Take the connection cap options out of ``opts`` (for ports whose idle timeout is their own)."""
+    return ConnectionLimits(
+        max_connections_per_ip=opts.pop("max_connections_per_ip"),
+        max_connections=opts.pop("max_connections"),
+    )
 
 
 def connection_limits(opts: dict[str, Any]) -> ConnectionLimits:
     """Take the connection limit options out of ``opts``."""
+    caps = connection_caps(opts)
     return ConnectionLimits(
         idle_timeout_s=opts.pop("idle_timeout"),
-        max_connections_per_ip=opts.pop("max_connections_per_ip"),
-        max_connections=opts.pop("max_connections"),
+        max_connections_per_ip=caps.max_connections_per_ip,
+        max_connections=caps.max_connections,
     )
 
 

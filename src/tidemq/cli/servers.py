@@ -16,7 +16,15 @@ from tidemq.acl import AclFileError, read_acl_file
 from tidemq.address import LOCALHOST, is_host_port
 from tidemq.broker.config import BrokerConfig, parse_delay_levels
 from tidemq.cli.go_flags import GoFlagsCommand
-from tidemq.cli.nsq_options import Decorator, host_port, nsq_options, nsqd_config, option_group
+from tidemq.cli.nsq_options import (
+    Decorator,
+    connection_cap_options,
+    connection_caps,
+    host_port,
+    nsq_options,
+    nsqd_config,
+    option_group,
+)
 from tidemq.embedded import ServerPlan, serve
 from tidemq.grpc.server import GrpcConfig
 from tidemq.nsq.lookupd import LookupdConfig
@@ -328,8 +336,9 @@ def register(main: click.Group) -> None:
             connection_limits=nsqd.connection_limits,
         )
         broker = _broker_config(listen, [], opts)
+        broker.connection_limits = nsqd.connection_limits  # the caps hold on every port
         nsqd.acl_file = broker.acl_file  # the same accounts guard AUTH on the NSQ side
-        plan = ServerPlan(listen, namesrv_port, broker, store)
+        plan = ServerPlan(listen, namesrv_port, broker, store, namesrv_limits=nsqd.connection_limits)
         plan.nsqd = None if no_nsq else nsqd
         plan.lookupd = None if no_lookupd else lookupd
         if (grpc_tls_cert is None) != (grpc_tls_key is None):
@@ -337,7 +346,13 @@ def register(main: click.Group) -> None:
                 "give both --grpc-tls-cert and --grpc-tls-key", param_hint="--grpc-tls-key"
             )
         if not no_grpc:
-            plan.grpc = GrpcConfig(listen, grpc_port, grpc_tls_cert, grpc_tls_key)
+            plan.grpc = GrpcConfig(
+                listen,
+                grpc_port,
+                grpc_tls_cert,
+                grpc_tls_key,
+                max_connections=nsqd.connection_limits.max_connections,
+            )
         if not no_http:
             plan.ops = OpsConfig(listen, http_port)
         run_plan(plan)
@@ -373,9 +388,10 @@ def register(main: click.Group) -> None:
     @config_option()
     @listen_option
     @namesrv_port_option
-    def namesrv(listen: str, namesrv_port: int) -> None:
+    @connection_cap_options
+    def namesrv(listen: str, namesrv_port: int, **opts: Any) -> None:
         """Run a name server alone."""
-        run_plan(ServerPlan(listen, namesrv_port))
+        run_plan(ServerPlan(listen, namesrv_port, namesrv_limits=connection_caps(opts)))
 
     @main.command()
     @config_option()
@@ -385,6 +401,7 @@ def register(main: click.Group) -> None:
     )
     @_broker_options
     @_store_options
+    @connection_cap_options
     def broker(
         listen: str,
         namesrv_addr: str,
@@ -400,4 +417,6 @@ def register(main: click.Group) -> None:
             if not is_host_port(addr):
                 raise click.BadParameter(f"{addr!r} is not HOST:PORT", param_hint="--namesrv")
         store = _store_config(data_dir, flush, segment_size, retention_hours, opts)
-        run_plan(ServerPlan(None, 0, _broker_config(listen, addrs, opts), store))
+        config = _broker_config(listen, addrs, opts)
+        config.connection_limits = connection_caps(opts)
+        run_plan(ServerPlan(None, 0, config, store))

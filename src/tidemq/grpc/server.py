@@ -33,6 +33,11 @@ class GrpcConfig:
     port: int = 8081
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    #: Open connections in total (0: no cap); grpc core refuses past it by closing the socket before
+    #: the HTTP/2 handshake. It has no per-IP count (docs/rocketmq-broker.md#connection-limits).
+    max_connections: int = 10_000
+    #: A connection with no call this long is sent GOAWAY and closed (the proxy's grpcClientIdleTimeMills).
+    idle_timeout_s: float = 120.0
 
 
 def _bind_address(host: str, port: int) -> str:
@@ -93,6 +98,10 @@ class GrpcServer:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ]
+        if self.config.max_connections:
+            options.append(("grpc.max_allowed_incoming_connections", self.config.max_connections))
+        if self.config.idle_timeout_s:
+            options.append(("grpc.max_connection_idle_ms", int(self.config.idle_timeout_s * 1000)))
         acl = self.broker.acl
         # With --acl-file every call is checked against the rules in force (reloaded with the file).
         interceptors: list[grpc.aio.ServerInterceptor] = [UnparseableInterceptor()]  # first: before the ACL

@@ -14,18 +14,17 @@ before any handler (or the ACL check) sees it.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
 import grpc
 from google.protobuf.message import DecodeError
 
+from tidemq.connection_gate import RateLimitedLog
+
 log = logging.getLogger(__name__)
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
-#: At most one line per this many seconds, with the count of the calls it stands for.
-LOG_EVERY_SECONDS = 10.0
 
 
 class Unparseable:
@@ -37,29 +36,8 @@ class Unparseable:
         self.problem = problem
 
 
-class _Quiet:
-    """One warning per LOG_EVERY_SECONDS, saying how many refusals it stands for."""
-
-    def __init__(self) -> None:
-        self.last = -LOG_EVERY_SECONDS
-        self.unlogged = 0
-
-    def warning(self, method: str, peer: str, problem: str) -> None:
-        self.unlogged += 1
-        now = time.monotonic()
-        if now - self.last < LOG_EVERY_SECONDS:
-            return
-        log.warning(
-            "gRPC %s from %s: request does not parse (%s); %d such refused since the last line",
-            method,
-            peer,
-            problem,
-            self.unlogged,
-        )
-        self.last, self.unlogged = now, 0
-
-
-_quiet = _Quiet()
+#: A client sending garbage costs a line a second at most; the rest are counted in the next line.
+_refusals = RateLimitedLog(log, 1)
 
 
 def _lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
@@ -76,7 +54,9 @@ def _lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], A
 
 
 async def _refuse(method: str, request: Unparseable, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-    _quiet.warning(method, context.peer() or "?", request.problem)
+    _refusals.warning(
+        "gRPC %s from %s: request does not parse (%s)", method, context.peer() or "?", request.problem
+    )
     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request does not parse: {request.problem}")
 
 

@@ -12,6 +12,7 @@ import orjson
 
 from tidemq.address import LOCALHOST
 from tidemq.aio import cancel_and_wait
+from tidemq.connection_gate import ConnectionLimits
 from tidemq.namesrv.register_body import parse_register_body
 from tidemq.namesrv.route_info import RouteInfo
 from tidemq.remoting.bodies import json_object
@@ -31,7 +32,14 @@ FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 
 
 class NameServer:
-    def __init__(self, host: str = LOCALHOST, port: int = 9876, *, broker_expiry_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        host: str = LOCALHOST,
+        port: int = 9876,
+        *,
+        broker_expiry_s: float = 120.0,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
         self.routes = RouteInfo(broker_expiry_s)
         dispatcher = RequestDispatcher()
         dispatcher.register(RequestCode.REGISTER_BROKER, self.register_broker)
@@ -41,7 +49,9 @@ class NameServer:
         dispatcher.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.get_topic_list)
         dispatcher.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic)
         dispatcher.register(RequestCode.QUERY_DATA_VERSION, self.query_data_version)
-        self.server = RemotingServer(dispatcher, host, port, on_close=self.routes.connection_closed)
+        self.server = RemotingServer(
+            dispatcher, host, port, on_close=self.routes.connection_closed, limits=limits
+        )
         self._expiry: asyncio.Task[None] | None = None
 
     @property

@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
-from tidemq.nsq.guard import ConnectionGate, ConnectionLimits, RateLimitedLog
+from tidemq.connection_gate import ConnectionGate, ConnectionLimits, RateLimitedLog
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer, TaskSet, cancel_and_wait
+from tidemq.connection_gate import ConnectionGate, ConnectionLimits, RateLimitedLog
 from tidemq.remoting.bodies import BodyError
 from tidemq.remoting.codes import FLAG_ONEWAY, ResponseCode
 from tidemq.remoting.command import RemotingCommand
@@ -24,6 +25,9 @@ from tidemq.remoting.frame import MAX_FRAME_LENGTH, FrameDecoder, FrameError, He
 from tidemq.remoting.headers import HeaderFieldError
 
 log = logging.getLogger(__name__)
+#: Connections refused past the caps: RocketMQ has no refusal frame, so the socket is closed and the
+#: refusal logged, a few lines a second however many are refused.
+refusals = RateLimitedLog(log, 5)
 
 #: A timer may run a hair before its deadline by the loop's clock; what is this close counts as expired.
 _EXPIRY_SLACK_S = 0.001
@@ -106,10 +110,15 @@ class RemotingConnection(BufferedReceiver):
         on_close: Callable[[RemotingConnection], None] | None = None,
         max_frame: int = MAX_FRAME_LENGTH,
         request_hook: RequestHook | None = None,
+        on_open: Callable[[RemotingConnection], bool] | None = None,
+        slow_peer_timeout_s: float = SLOW_PEER_TIMEOUT_S,
     ) -> None:
         # Without a handler every request is answered "not supported", as by an empty dispatcher.
         self._handler = handler if handler is not None else RequestDispatcher()
         self._on_close = on_close
+        #: Asked once the peer is known whether it may stay (a server's connection caps).
+        self._on_open = on_open
+        self._slow_peer_timeout_s = slow_peer_timeout_s
         self._request_hook = request_hook
         self._decoder = FrameDecoder(max_frame)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -145,6 +154,8 @@ class RemotingConnection(BufferedReceiver):
             self.peer = (peer[0], peer[1])
         if local:
             self.local = (local[0], local[1])
+        if self._on_open is not None and not self._on_open(self):
+            self._transport.abort()
 
     def data_received(self, data: memoryview) -> None:
         self.last_activity = time.monotonic()
@@ -237,7 +248,7 @@ class RemotingConnection(BufferedReceiver):
             self._transport.pause_reading()
         if self._slow_peer is None:
             self._slow_peer = asyncio.get_running_loop().call_later(
-                SLOW_PEER_TIMEOUT_S, self._close_slow_peer
+                self._slow_peer_timeout_s, self._close_slow_peer
             )
 
     def resume_writing(self) -> None:
@@ -253,7 +264,7 @@ class RemotingConnection(BufferedReceiver):
 
     def _close_slow_peer(self) -> None:
         self._slow_peer = None
-        log.warning("closing %s: it read nothing for %.0f s", self.address, SLOW_PEER_TIMEOUT_S)
+        log.warning("closing %s: it read nothing for %g s", self.address, self._slow_peer_timeout_s)
         self.abort()
 
     # --- requests from the peer ---------------------------------------------------------------------
@@ -451,7 +462,9 @@ async def connect(
 
 
 class RemotingServer:
-    """Accepts connections and hands every request to one dispatcher; closes idle connections."""
+    """Accepts connections and hands every request to one dispatcher; closes idle connections, refuses
+    connections past the caps, and closes a peer that reads nothing of its answers for
+    ``slow_peer_timeout_s`` (docs/rocketmq-broker.md#connection-limits)."""
 
     def __init__(
         self,
@@ -461,23 +474,42 @@ class RemotingServer:
         *,
         idle_timeout: float = 120.0,
         on_close: Callable[[RemotingConnection], None] | None = None,
+        limits: ConnectionLimits | None = None,
+        slow_peer_timeout_s: float = SLOW_PEER_TIMEOUT_S,
     ) -> None:
         self._handler = handler
         self.host = host
         self.port = port
         self.idle_timeout = idle_timeout
         self._on_close = on_close
+        #: Only the caps of ``limits`` apply: the idle timeout is ``idle_timeout`` (RocketMQ's 120 s).
+        self.gate = ConnectionGate(limits or ConnectionLimits())
+        self.slow_peer_timeout_s = slow_peer_timeout_s
         self.connections: set[RemotingConnection] = set()
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     def _make_connection(self) -> RemotingConnection:
-        conn = RemotingConnection(self._handler, on_close=self._closed)
+        return RemotingConnection(
+            self._handler,
+            on_close=self._closed,
+            on_open=self._admit,
+            slow_peer_timeout_s=self.slow_peer_timeout_s,
+        )
+
+    def _admit(self, conn: RemotingConnection) -> bool:
+        refusal = self.gate.admit(conn.peer[0])
+        if refusal is not None:
+            refusals.warning("refused connection from %s on port %d: %s", conn.address, self.port, refusal)
+            return False
         self.connections.add(conn)
-        return conn
+        return True
 
     def _closed(self, conn: RemotingConnection) -> None:
+        if conn not in self.connections:
+            return  # refused: never counted, never seen by the layer above
         self.connections.discard(conn)
+        self.gate.release(conn.peer[0])
         if self._on_close is not None:
             self._on_close(conn)
 

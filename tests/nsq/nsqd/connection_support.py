@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from tidemq.connection_gate import ConnectionGate, ConnectionLimits
 from tidemq.nsq.nsqd.config import NsqdConfig
 
 
@@ -57,6 +58,7 @@ def fake_nsqd() -> Any:
         auth_required=False,
         sync_flush=False,
         connections=set(),
+        tcp_gate=ConnectionGate(ConnectionLimits()),
         append=lambda *args, **kwargs: 0,
         subscribe=lambda topic, channel, conn: Channel(),
         journal=SimpleNamespace(waiters=set(), durable=0),

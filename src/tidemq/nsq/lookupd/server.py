@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from tidemq.address import LOCALHOST
-from tidemq.nsq.guard import ConnectionGate, ConnectionLimits
+from tidemq.connection_gate import ConnectionGate, ConnectionLimits
 from tidemq.nsq.http_server import HttpGuard, serve
 from tidemq.nsq.lookupd.http import make_app
 from tidemq.nsq.lookupd.registry import RegistrationDB

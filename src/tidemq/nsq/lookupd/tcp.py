@@ -18,7 +18,7 @@ import orjson
 
 from tidemq.address import join_host_port
 from tidemq.aio import BufferedReceiver
-from tidemq.nsq.guard import RateLimitedLog
+from tidemq.connection_gate import RateLimitedLog
 from tidemq.nsq.lookupd.registry import PeerInfo
 from tidemq.nsq.protocol import (
     MAGIC_V1,

@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from tidemq.address import LOCALHOST
-from tidemq.nsq.guard import ConnectionLimits
+from tidemq.connection_gate import ConnectionLimits
 
 #: nsqd's log levels by name, and the numbers its JSON (``GET /config/log_level``) shows for them.
 LOG_LEVEL_NUMBERS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}

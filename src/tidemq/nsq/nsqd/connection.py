@@ -27,7 +27,7 @@ import orjson
 
 from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
-from tidemq.nsq.nsqd import identify
+from tidemq.nsq.nsqd import identify, refusal
 from tidemq.nsq.nsqd.auth import AuthSession
 from tidemq.nsq.nsqd.channel import Channel
 from tidemq.nsq.nsqd.chunked_publish import CHUNK_MESSAGES
@@ -112,10 +112,12 @@ class NsqConnection(BufferedReceiver):
     # --- asyncio.BufferedProtocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
-        self.transport.set_write_buffer_limits(high=OUTPUT_HIGH_WATER, low=OUTPUT_HIGH_WATER // 4)
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else ""
+        if not refusal.admit(self.nsqd.tcp_gate, transport, self.remote_ip):
+            return  # the transport now belongs to a RefusedConnection
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+        self.transport.set_write_buffer_limits(high=OUTPUT_HIGH_WATER, low=OUTPUT_HIGH_WATER // 4)
         self.client_id = self.hostname = peer[0] if peer else ""
         if self.auth_session.required and self.nsqd.authenticator.exempt(self.remote_ip):
             self.auth_session.required = False  # a global white address of the ACL file
@@ -153,6 +155,7 @@ class NsqConnection(BufferedReceiver):
             self._run_inline()  # publishes that came meanwhile are stored now; the next fsync covers them
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.nsqd.tcp_gate.release(self.remote_ip)
         self._move(Event.LOST)
         self.nsqd.connections.discard(self)
         self.nsqd.journal.waiters.discard(self)

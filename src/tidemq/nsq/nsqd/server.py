@@ -20,6 +20,7 @@ from aiohttp import web
 
 from tidemq.acl import AclWatcher
 from tidemq.aio import cancel_and_wait
+from tidemq.connection_gate import ConnectionGate
 from tidemq.nsq.http_server import HttpGuard, serve
 from tidemq.nsq.nsqd import chunked_publish
 from tidemq.nsq.nsqd.acl_auth import AccountsAuthenticator
@@ -59,6 +60,8 @@ class Nsqd:
         #: Bytes waiting in every channel's memory, bounded per channel and in all.
         self.memory_budget = MemoryBudget(config.mem_queue_bytes, config.mem_queue_total_bytes)
         self.connections: set[NsqConnection] = set()
+        #: The TCP port's connection caps (its idle timeout is the heartbeat's: two missed, closed).
+        self.tcp_gate = ConnectionGate(config.connection_limits)
         self.started_at = time.time()
         #: Why the last disk write failed, for ``/ping``; cleared by the next good one.
         self.health_error = ""

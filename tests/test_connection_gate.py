@@ -1,4 +1,4 @@
-"""The connection caps' and the bad-request log's rules (``tidemq.nsq.guard``), in process."""
+"""The connection caps' and the bad-request log's rules (``tidemq.connection_gate``), in process."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from tidemq.nsq.guard import ConnectionGate, ConnectionLimits, RateLimitedLog
+from tidemq.connection_gate import ConnectionGate, ConnectionLimits, RateLimitedLog
 
 
 def test_gate_counts_per_ip_and_in_total() -> None:

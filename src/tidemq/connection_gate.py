@@ -1,9 +1,10 @@
-"""What keeps one client from exhausting nsqd's HTTP port and nsqlookupd's ports: idle timeouts,
-connection caps per IP and in total, and a bad-request log that cannot flood the disk
-(docs/nsq-server.md#connection-limits).
+"""What keeps one client from exhausting a listening port (remoting, NSQ TCP and HTTP, nsqlookupd): idle
+timeouts, connection caps per IP and in total, and a refusal log that cannot flood the disk
+(docs/nsq-server.md#connection-limits, docs/rocketmq-broker.md#connection-limits).
 
-nsqd and nsqlookupd (Go's ``net/http`` without timeouts) set none of these; a Go server survives tens of
-thousands of idle sockets cheaply, a Python one pays for each in memory, so tidemq bounds them.
+Neither nsqd nor RocketMQ caps connections; a Go or Netty server survives tens of thousands of idle
+sockets cheaply, a Python one pays for each in memory, so tidemq bounds them. It sits at the package top
+level because every front-end uses it and none may import another.
 """
 
 from __future__ import annotations
