@@ -33,8 +33,9 @@ OWN = {"namesrv": 1}
 @pytest.fixture(scope="module")
 def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data = tmp_path_factory.mktemp("caps") / "data"
+    # --no-http: the web console is a client of these ports too, and its connections would blur the counts
     proc = ServerProcess(
-        data, "--max-connections-per-ip", str(PER_IP), "--max-connections", str(TOTAL)
+        data, "--max-connections-per-ip", str(PER_IP), "--max-connections", str(TOTAL), "--no-http"
     ).start()
     yield proc
     proc.stop()
