@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.chaos.chaos_support import canary_rounds
 from tests.nsq_support import RawNsq
 from tests.support import RawClient, ServerProcess, create_topic, unique
 from tidemq.client import api
@@ -38,33 +39,6 @@ def server(tmp_path: Path) -> ServerProcess:
     proc.stop()
 
 
-async def _canary(server: ServerProcess, rocket_topic: str, stop: asyncio.Event) -> list[float]:
-    """Rounds of: NSQ PUB, its delivery to the subscriber (FINed), a RocketMQ send; the gaps between
-    finished rounds (a stall anywhere in the server shows as one long gap)."""
-    topic = unique("canary")
-    publisher, subscriber = await RawNsq.open(server.nsqd), await RawNsq.open(server.nsqd)
-    await subscriber.sub(topic, "c", rdy=10)
-    rocket = await RawClient.open(server.broker)
-    gaps: list[float] = []
-    last = time.monotonic()
-    n = 0
-    while not stop.is_set():
-        body = b"canary %d" % n
-        assert await publisher.pub(topic, body) == b"OK"
-        msg = await subscriber.message(10)
-        assert msg.body == body
-        subscriber.send("FIN", msg.id)
-        assert (await rocket.send(rocket_topic, body)).code == ResponseCode.SUCCESS
-        now = time.monotonic()
-        gaps.append(now - last)
-        last, n = now, n + 1
-        await asyncio.sleep(0.005)
-    publisher.close()
-    subscriber.close()
-    rocket.close()
-    return gaps
-
-
 def _rss_mb(server: ServerProcess) -> float:
     assert server.proc is not None
     status = Path(f"/proc/{server.proc.pid}/status").read_text()
@@ -75,7 +49,7 @@ async def _beside_canary(server: ServerProcess, abuse: Callable[[], Awaitable[No
     rocket_topic = unique("canaryrmq")
     await create_topic(server.broker, rocket_topic)
     stop = asyncio.Event()
-    canary = asyncio.create_task(_canary(server, rocket_topic, stop))
+    canary = asyncio.create_task(canary_rounds(server, rocket_topic, stop))
     await asyncio.sleep(0.3)
     started, before = time.monotonic(), _rss_mb(server)
     task, peak = asyncio.create_task(abuse()), before
