@@ -28,7 +28,7 @@ from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, java_clu
 from tests.support import eventually, run, unique
 from tidemq.client.admin import Admin
 from tidemq.client.consumer import ConsumeFromWhere, PushConsumer
-from tidemq.client.message import Message
+from tidemq.client.message import Message, SendResult
 from tidemq.client.producer import Producer
 from tidemq.remoting.versions import version_name
 
@@ -80,12 +80,9 @@ class Background:
         self.loop.close()
 
 
-async def send(namesrv: str, topic: str, bodies: list[bytes], keys: str | None = None) -> list[str]:
+async def send(namesrv: str, topic: str, bodies: list[bytes], keys: str | None = None) -> list[SendResult]:
     async with Producer(unique("ConsoleRealPG"), namesrv) as producer:
-        return [
-            (await producer.send(Message(topic, body, keys=keys, tags="console"))).offset_msg_id
-            for body in bodies
-        ]
+        return [await producer.send(Message(topic, body, keys=keys, tags="console")) for body in bodies]
 
 
 @pytest.mark.e2e
@@ -184,7 +181,7 @@ def test_message_by_key_and_id_and_a_dead_letter_resent(
 ) -> None:
     topic, key = unique("ConsoleRealMsgs"), unique("order")
     run(create_topic(cluster, topic, 2))
-    (msg_id,) = run(send(cluster.namesrv, topic, [b'{"order": 7}'], keys=key))
+    (sent,) = run(send(cluster.namesrv, topic, [b'{"order": 7}'], keys=key))
 
     def found_by_key(driver: Any) -> bool:  # the Java broker builds its index asynchronously
         driver.get(f"{java_console.url}/messages?by=key&ktopic={topic}&key={key}")
@@ -193,7 +190,11 @@ def test_message_by_key_and_id_and_a_dead_letter_resent(
     settle(browser, 20, poll_frequency=1).until(found_by_key)
     rows = browser.find_elements(By.CSS_SELECTOR, "#results tbody tr")
     assert len(rows) == 1 and key in rows[0].text
-    browser.get(f"{java_console.url}/messages?by=id&id={msg_id}")
+    # The unique key a producer reports as msg_id, looked up in its topic's index.
+    browser.get(f"{java_console.url}/messages?by=id&id={sent.msg_id}&itopic={topic}")
+    assert key in text(browser, "#results tbody")
+    # The offset message id the broker answered with: the broker's address and a commit-log offset.
+    browser.get(f"{java_console.url}/messages?by=id&id={sent.offset_msg_id}")
     assert key in text(browser, "#results tbody")
     browser.find_element(By.CSS_SELECTOR, "#results tbody a").click()
     settle(browser, 20).until(lambda d: d.find_elements(By.ID, "properties"))
