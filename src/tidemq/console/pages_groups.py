@@ -9,6 +9,14 @@ from tidemq.client.instance import MQClientError
 from tidemq.console import forms, html
 from tidemq.console.app import NotFound, render
 from tidemq.console.auth import admin_of
+from tidemq.remoting.versions import version_name
+
+
+def client_version(code: object) -> str:
+    """A member's version as rocketmq-dashboard shows it (``V4_9_8``), the code itself when it is none."""
+    if isinstance(code, int) and not isinstance(code, bool):
+        return version_name(code)
+    return str(code if code is not None else "")
 
 
 async def groups(request: web.Request) -> web.Response:
@@ -59,7 +67,7 @@ async def _group_page(request: web.Request, *, reset_form: str = "", status: int
             html.e(m.get("clientId", "")),
             html.e(m.get("clientAddr", "")),
             html.e(m.get("language", "")),
-            html.e(m.get("version", "")),
+            html.e(client_version(m.get("version"))),
         ]
         for m in members
     ]

@@ -9,6 +9,7 @@ from tidemq.console import html
 from tidemq.console.app import SAMPLER, render
 from tidemq.console.auth import admin_of
 from tidemq.console.forms import is_system_topic
+from tidemq.remoting.versions import version_name
 
 
 async def overview(request: web.Request) -> web.Response:
@@ -35,7 +36,7 @@ async def overview(request: web.Request) -> web.Response:
         [
             html.e(name),
             html.e(masters.get(name, "")),
-            html.e(t.get("brokerVersionDesc", "")),
+            html.e(_version(t)),
             html.e(t.get("msgPutTotalTodayNow", "")),
             html.e(t.get("msgGetTotalTodayNow", "")),
             html.e(_disk(t)),
@@ -52,6 +53,13 @@ async def overview(request: web.Request) -> web.Response:
         )
     )
     return render("Overview", body, active="/")
+
+
+def _version(table: dict[str, str]) -> str:
+    """brokerVersionDesc when it is a name; else the name of the brokerVersion code."""
+    desc = table.get("brokerVersionDesc", "")
+    code = desc if desc.isdigit() else table.get("brokerVersion", "")
+    return version_name(int(code)) if code.isdigit() else desc
 
 
 def _ratio(table: dict[str, str]) -> float | None:
