@@ -109,3 +109,22 @@ async def test_every_name_server_code_answers_bad_bodies_without_traceback(
     assert isinstance(dispatcher, RequestDispatcher)
     problems = await _sweep(dispatcher, caplog, RecordingConnection(dispatcher))
     assert not problems, "\n".join(problems[:40]) + f"\n({len(problems)} in all)"
+
+
+async def test_a_stream_of_bad_bodies_costs_the_log_a_few_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 7's log half: 2,000 HEART_BEATs with a body of the wrong shape are each refused, but logged
+    a few lines a second (with a count of the rest), not 2,000 lines (about 6,000 lines for the abuse
+    case before)."""
+    caplog.set_level(logging.INFO)
+    async with broker_on(tmp_path) as broker:
+        conn = RecordingConnection(broker.dispatcher)
+        started = asyncio.get_running_loop().time()
+        for _ in range(2_000):
+            answer = await _answer(conn, RemotingCommand(RequestCode.HEART_BEAT, body=b"[]"))
+            assert answer is not None and answer.code == ResponseCode.SYSTEM_ERROR
+        seconds = asyncio.get_running_loop().time() - started
+        broker.holds.connection_closed(conn)
+    lines = [r for r in caplog.records if "refused request" in r.getMessage()]
+    assert len(lines) <= 5 * (seconds + 2), f"{len(lines)} log lines for 2,000 bad bodies in {seconds:.1f} s"

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 #: Connections refused past the caps: RocketMQ has no refusal frame, so the socket is closed and the
 #: refusal logged, a few lines a second however many are refused.
 refusals = RateLimitedLog(log, 5)
+#: Requests whose body has the wrong shape: one line each, a few a second, so a client sending garbage in a
+#: loop costs the log almost nothing.
+bad_bodies = RateLimitedLog(log, 5)
 
 #: A timer may run a hair before its deadline by the loop's clock; what is this close counts as expired.
 _EXPIRY_SLACK_S = 0.001
@@ -302,7 +305,7 @@ class RemotingConnection(BufferedReceiver):
         """The answer to a request whose processor raised (logged unless the request itself was bad)."""
         if isinstance(exc, BodyError):
             # Java answers a body fastjson cannot decode with SYSTEM_ERROR and a one-line description.
-            log.info("refused request %s from %s: %s", request.code, self.address, exc)
+            bad_bodies.warning("refused request %s from %s: %s", request.code, self.address, exc)
             return request.error(ResponseCode.SYSTEM_ERROR, str(exc))
         if isinstance(exc, HeaderFieldError | ValueError):
             return request.error(ResponseCode.SYSTEM_ERROR, f"bad request {request.code}: {exc}")
