@@ -120,7 +120,7 @@ async def serve(plan: ServerPlan, stop: asyncio.Event | None = None) -> None:
         if plan.ops is not None:
             if plan.console:
                 plan.ops.root_app = create_console_app(_console_settings(plan))
-            ops = OpsServer(plan.ops, _collectors(broker, nsqd, own_store))
+            ops = OpsServer(plan.ops, _collectors(namesrv, broker, nsqd, own_store))
             await ops.start()
             ready.append(f"http {plan.ops.host}:{ops.port}")
         if plan.on_ready is not None:
@@ -165,10 +165,15 @@ def _console_settings(plan: ServerPlan) -> ConsoleSettings:
     )
 
 
-def _collectors(broker: Broker | None, nsqd: Nsqd | None, own_store: MessageStore | None) -> list[Collector]:
+def _collectors(
+    namesrv: NameServer | None, broker: Broker | None, nsqd: Nsqd | None, own_store: MessageStore | None
+) -> list[Collector]:
     """What ``/metrics`` reads: each front-end's collector, its store's, and the connection counts."""
     collectors: list[Collector] = []
     counts: dict[str, Callable[[], int]] = {}
+    if namesrv is not None:
+        names = namesrv.server
+        counts["namesrv"] = lambda: len(names.connections)
     store = broker.store if broker is not None else own_store
     if store is not None:
         collectors.append(StoreCollector(store))

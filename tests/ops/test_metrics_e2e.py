@@ -7,6 +7,7 @@ import asyncio
 import json
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -123,6 +124,16 @@ def loaded(server: ServerProcess) -> Iterator[tuple[ServerProcess, str, str, str
     yield server, topic, group, nsq_topic
 
 
+def eventually_value(server: ServerProcess, name: str, at_least: float, **labels: str) -> bool:
+    """Whether ``name{labels}`` reaches ``at_least`` within a few scrapes (a new connection is counted once
+    the server has accepted it)."""
+    for _ in range(50):
+        if value(scrape(server)[1], name, **labels) >= at_least:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def test_every_family_is_served_with_its_type(loaded: tuple[ServerProcess, str, str, str]) -> None:
     server, topic, group, _ = loaded
     types, samples = scrape(server)
@@ -133,7 +144,12 @@ def test_every_family_is_served_with_its_type(loaded: tuple[ServerProcess, str, 
     assert value(samples, "rocketmq_commitlog_size_bytes") > 0
     assert 0 < value(samples, "rocketmq_disk_used_ratio") < 1
     assert value(samples, "process_resident_memory_bytes") > 1_000_000
-    assert value(samples, "tidemq_open_connections", port="broker") >= 0
+    assert value(samples, "tidemq_open_connections", port="namesrv") >= 1  # the broker's registration
+    held = socket.create_connection(("127.0.0.1", server.broker_port))
+    try:
+        assert eventually_value(server, "tidemq_open_connections", 1, port="broker")
+    finally:
+        held.close()
     assert value(samples, "rocketmq_consumer_tps", consumer_group=group, topic=topic) > 0
     written = sum(v for labels, v in samples["rocketmq_throughput_in_total"] if labels["topic"] == topic)
     assert written > 17 * 40  # stored records: body plus the record's header and properties
