@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from procs import Broker
@@ -17,12 +18,15 @@ MODULES = {
     "nats": "nats_peer",
     "tidemq": "tidemq_peer",
     "tidemq-nsq": "nsq_peer",
+    "rocketmq-java": "rocketmq_java_peer",
+    "kafka": "kafka_peer",
 }
 TIDEMQ_WINDOW = 256  # send_async / PUB pipelined: requests in flight
 BATCH = 100
 BATCH_WINDOW = 4  # send_batch / MPUB: batches in flight
 PEER_WINDOW = 1000  # RabbitMQ unconfirmed / NATS unacknowledged publishes
 PACED_BATCH = 10  # W4 tiny batches: a paced producer that fell behind sends what is due, up to this
+KAFKA_WINDOW = 100_000  # produce() calls undelivered at once (librdkafka's default queue size)
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,15 @@ NEEDS = {
     "rabbitmq": (["/usr/lib/rabbitmq/bin/rabbitmq-server", "epmd"], ["pika"]),
     "nats": (["nats-server"], ["nats"]),
     "tidemq-nsq": ([], ["nsq"]),
+    "rocketmq-java": (["java"], []),
+    "kafka": (["java"], ["confluent_kafka"]),
 }
+#: The Java peers' jars (under the repo's git-ignored .cache) and the make target that fetches them.
+JARS = {
+    "rocketmq-java": (".cache/rocketmq/5.3.3/lib/rocketmq-broker-*.jar", "make rocketmq-jars"),
+    "kafka": (".cache/kafka/4.1.1/lib/kafka_2.13-*.jar", "make kafka-jars"),
+}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def missing(systems: list[str]) -> list[str]:
@@ -59,6 +71,8 @@ def missing(systems: list[str]) -> list[str]:
         programs, modules = NEEDS.get(system, ([], []))
         lacking += [p for p in programs if shutil.which(p) is None]
         lacking += [f"Python module {m}" for m in modules if importlib.util.find_spec(m) is None]
+        if system in JARS and not any(ROOT.glob(JARS[system][0])):
+            lacking.append(f"{system} jars ({JARS[system][1]})")
     return lacking
 
 
@@ -77,6 +91,10 @@ def brokers(systems: list[str]) -> list[Broker]:
             out.append(module.NatsBroker())
         elif system == "tidemq":
             out += [module.TidemqBroker("async"), module.TidemqBroker("sync")]
+        elif system == "rocketmq-java":
+            out += [module.JavaRocketMQBroker("async"), module.JavaRocketMQBroker("sync")]
+        elif system == "kafka":
+            out += [module.KafkaBroker("async"), module.KafkaBroker("sync")]
         else:
             out += [module.NsqBroker("async"), module.NsqBroker("sync")]
     return out
@@ -109,7 +127,11 @@ def plan_for(system: str) -> list[Variant]:
             Variant("w3", "publish_async window 1000 -> push + ack", window, push),
             Variant("w4", "single publishes -> push + ack", window, push),
         ]
-    if system == "tidemq":
+    if system == "kafka":
+        window = {"window": KAFKA_WINDOW}
+        w1 = "produce(), acks=all, linger.ms 5"
+        return _peer(w1, "consume 500 + commit async", window, "single produce() calls", window)
+    if system in ("tidemq", "rocketmq-java"):  # the Java broker runs tidemq's client: the same variants
         push, lite = {"variant": "push"}, {"variant": "lite"}
         due = {"batch": PACED_BATCH, "window": TIDEMQ_WINDOW}
         return [

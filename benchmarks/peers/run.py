@@ -1,4 +1,5 @@
-"""tidemq against Redis Streams, RabbitMQ and NATS JetStream (and tidemq's NSQ side), same four workloads.
+"""tidemq against Redis Streams, RabbitMQ, NATS JetStream, the Apache RocketMQ Java broker and Apache Kafka
+(and tidemq's NSQ side), same four workloads.
 
 Every broker runs on 127.0.0.1 as a plain child process with its data in a temp dir and is stopped by its
 PID; every producer and consumer is a separate client child process (``run.py --client SPEC``).  Bodies
@@ -27,6 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench_common and nsq_workloads
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # tests.rocketmq_cluster (rocketmq-java)
 
 import argparse
 import importlib

@@ -10,6 +10,7 @@ no-op coroutine listener, or ``LitePullConsumer`` ``poll()`` + ``commit()`` ever
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from clientlib import Flow, Spec, Tally, pump, ready
@@ -27,6 +28,7 @@ QUEUES = 4
 PULL_BATCH = 32
 COMMIT_EVERY = 1000
 READY_TIMEOUT = 20.0
+ROUTE_TIMEOUT = 30.0
 SHUTDOWN_TIMEOUT = 20.0
 
 
@@ -76,8 +78,22 @@ class TidemqBroker(Broker):
 
 
 async def _create_topic(spec: Spec) -> None:
+    """Create it and wait (bounded) until the name server routes it: a Java broker registers a new topic
+    with its name server a moment after answering the create."""
     async with Admin(spec.target["namesrv"]) as admin:
         await admin.create_topic(spec.name, QUEUES)
+
+        async def routed() -> bool:
+            try:
+                return bool((await admin.route(spec.name)).brokers)
+            except Exception:
+                return False
+
+        deadline = time.monotonic() + ROUTE_TIMEOUT
+        while not await routed():
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"{spec.name} has no route after {ROUTE_TIMEOUT:.0f} s")
+            await asyncio.sleep(0.2)
 
 
 async def _produce(spec: Spec) -> dict[str, Any]:
