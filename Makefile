@@ -110,7 +110,9 @@ clean:
 .PHONY: bench-peers bench-quick
 BENCH_STAMP := $(VENV)/.bench-installed
 
-bench-peers: $(BENCH_STAMP) .cache/rocketmq/5.3.3/.resolved $(KAFKA_JARS)
+# The Java peers' jars and the Go peer are named literally: their variables are defined further down.
+bench-peers: $(BENCH_STAMP) .cache/rocketmq/5.3.3/.resolved .cache/kafka/4.1.1/.resolved \
+		.cache/rocketmq-go-bench/peer
 	@{ command -v redis-server && command -v nats-server && test -x /usr/lib/rabbitmq/bin/rabbitmq-server; } \
 		>/dev/null 2>&1 || { apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server rabbitmq-server nats-server; }
@@ -183,6 +185,18 @@ javac: java
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless; }
 
 rocketmq-go-client: $(GO_PEER)
+
+# The same Go program for benchmarks/peers (its `bench` sub-command, W1 with SendAsync), built on its own so a
+# benchmark run never replaces the binary the tests are running.
+GO_BENCH := .cache/rocketmq-go-bench/peer
+.PHONY: rocketmq-go-bench
+rocketmq-go-bench: $(GO_BENCH)
+
+$(GO_BENCH): $(GO_PEER_DIR)/go.mod $(GO_PEER_DIR)/go.sum $(wildcard $(GO_PEER_DIR)/*.go) | golang
+	@mkdir -p $(@D)
+	@cd $(GO_PEER_DIR) && $(GO_ENV) go build -o $(CURDIR)/$@ . > $(CURDIR)/$(@D)/build.log 2>&1 || { \
+		echo "cannot build the Go benchmark peer (github.com/apache/rocketmq-client-go/v2 v2.1.2):" \
+			"$$(grep -m1 -v '^#' $(CURDIR)/$(@D)/build.log)"; exit 1; }
 
 $(GO_PEER): $(GO_PEER_DIR)/go.mod $(GO_PEER_DIR)/go.sum $(wildcard $(GO_PEER_DIR)/*.go) | golang
 	@mkdir -p $(@D)

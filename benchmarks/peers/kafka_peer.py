@@ -22,6 +22,7 @@ import contextlib
 import subprocess
 import time
 import uuid
+from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +110,14 @@ class KafkaBroker(Broker):
 
     def settings(self) -> str:
         flush = "`flush.messages=1` on each topic" if self.durability == "sync" else "default flush policy"
+        client, librdkafka = dist_version("confluent-kafka"), confluent_kafka.libversion()[0]
         return (
             f"{self.label}: Apache Kafka {VERSION} (kafka_2.13 jars from Maven Central), KRaft, one node "
             f"(broker + controller), JDK 17, heap {HEAP}, {PARTITIONS} partitions per topic, {flush}; "
-            f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]}): "
-            f"single produce() calls, acks=all, linger.ms {LINGER_MS}, the client batching; consumer group, "
-            f"consume({CONSUME_BATCH}), commit async every {COMMIT_EVERY:,}, earliest offset"
+            f"confluent-kafka {client} (librdkafka {librdkafka}):"
+            f" single produce() calls, acks=all, linger.ms {LINGER_MS}, the client batching; consumer group,"
+            f" consume({CONSUME_BATCH}, timeout=0) else poll(), commit async every {COMMIT_EVERY:,},"
+            f" earliest offset"
         )
 
 

@@ -109,7 +109,13 @@ def _peer(w1: str, w2: str, produce: dict[str, Any], w4: str, paced: dict[str, A
     ]
 
 
-def plan_for(system: str) -> list[Variant]:
+def go_client() -> bool:
+    """Whether rocketmq-client-go's W1 rows can run (``make rocketmq-go-bench`` built the Go peer)."""
+    return (ROOT / ".cache" / "rocketmq-go-bench" / "peer").exists()
+
+
+def plan_for(system: str, with_go: bool = False) -> list[Variant]:
+    """``with_go``: add W1 with rocketmq-client-go to the RocketMQ-protocol brokers (not in --quick)."""
     batch = {"batch": BATCH, "window": BATCH_WINDOW}
     single = {"batch": 1, "window": TIDEMQ_WINDOW}
     if system == "redis":
@@ -134,9 +140,11 @@ def plan_for(system: str) -> list[Variant]:
     if system in ("tidemq", "rocketmq-java"):  # the Java broker runs tidemq's client: the same variants
         push, lite = {"variant": "push"}, {"variant": "lite"}
         due = {"batch": PACED_BATCH, "window": TIDEMQ_WINDOW}
+        go = {**single, "options": {"client": "go"}}
         return [
             Variant("w1", f"send_batch {BATCH} x{BATCH_WINDOW}", batch),
             Variant("w1", f"send_async x{TIDEMQ_WINDOW}", single),
+            *([Variant("w1", f"rocketmq-client-go SendAsync x{TIDEMQ_WINDOW}", go)] if with_go else []),
             Variant("w2", "PushConsumer", consume=push),
             Variant("w2", "LitePullConsumer", consume=lite),
             Variant("w3", "send_batch -> PushConsumer", batch, push),
