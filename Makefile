@@ -103,17 +103,36 @@ interop/%/node_modules/.installed: interop/%/package-lock.json
 clean:
 	rm -rf $(VENV) $(ALIONS)/node_modules $(NSQJS)/node_modules var .cache
 
-# tidemq against Redis Streams, RabbitMQ and NATS JetStream (benchmarks/peers; not part of `make test`):
-# the Debian servers when missing, their Python clients, then every workload (under 10 minutes).
+# tidemq against Redis Streams, RabbitMQ, NATS JetStream, the Apache RocketMQ 5.3.3 Java broker and Apache
+# Kafka 4.1.1 (benchmarks/peers; not part of `make test`): the Debian servers when missing, the Java peers'
+# jars, their Python clients, then every workload.
 # bench-quick is the tidemq-only subset (about 30 s, no apt).
 .PHONY: bench-peers bench-quick
 BENCH_STAMP := $(VENV)/.bench-installed
 
-bench-peers: $(BENCH_STAMP)
+# The Java peers' jars and the Go peer are named literally: their variables are defined further down.
+bench-peers: $(BENCH_STAMP) .cache/rocketmq/5.3.3/.resolved .cache/kafka/4.1.1/.resolved \
+		.cache/rocketmq-go-bench/peer
 	@{ command -v redis-server && command -v nats-server && test -x /usr/lib/rabbitmq/bin/rabbitmq-server; } \
 		>/dev/null 2>&1 || { apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server rabbitmq-server nats-server; }
 	$(PY) benchmarks/peers/run.py
+
+# Apache Kafka 4.1.1 (KRaft) for the kafka peer: kafka_2.13 and its dependencies, pinned by
+# benchmarks/peers/kafka/pom.xml, resolved from Maven Central into .cache/kafka/ (git-ignored).
+KAFKA_VERSION := 4.1.1
+KAFKA_JARS := .cache/kafka/$(KAFKA_VERSION)/.resolved
+.PHONY: kafka-jars
+kafka-jars: $(KAFKA_JARS)
+
+$(KAFKA_JARS): benchmarks/peers/kafka/pom.xml | maven
+	@mkdir -p $(@D)
+	@rm -rf $@ $(@D)/lib
+	@mvn -q -B -Dmaven.repo.local=$(MAVEN_REPO) -f $< dependency:copy-dependencies \
+		-DoutputDirectory=$(CURDIR)/$(@D)/lib > $(@D)/resolve.log 2>&1 || { \
+		echo "cannot resolve Apache Kafka $(KAFKA_VERSION) (org.apache.kafka:kafka_2.13:$(KAFKA_VERSION)):" \
+			"$$(grep -m1 -o 'Could not .*' $(@D)/resolve.log || tail -n1 $(@D)/resolve.log)"; exit 1; }
+	@touch $@
 
 bench-quick: $(STAMP)
 	$(PY) benchmarks/peers/run.py --quick
@@ -166,6 +185,18 @@ javac: java
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless; }
 
 rocketmq-go-client: $(GO_PEER)
+
+# The same Go program for benchmarks/peers (its `bench` sub-command, W1 with SendAsync), built on its own so a
+# benchmark run never replaces the binary the tests are running.
+GO_BENCH := .cache/rocketmq-go-bench/peer
+.PHONY: rocketmq-go-bench
+rocketmq-go-bench: $(GO_BENCH)
+
+$(GO_BENCH): $(GO_PEER_DIR)/go.mod $(GO_PEER_DIR)/go.sum $(wildcard $(GO_PEER_DIR)/*.go) | golang
+	@mkdir -p $(@D)
+	@cd $(GO_PEER_DIR) && $(GO_ENV) go build -o $(CURDIR)/$@ . > $(CURDIR)/$(@D)/build.log 2>&1 || { \
+		echo "cannot build the Go benchmark peer (github.com/apache/rocketmq-client-go/v2 v2.1.2):" \
+			"$$(grep -m1 -v '^#' $(CURDIR)/$(@D)/build.log)"; exit 1; }
 
 $(GO_PEER): $(GO_PEER_DIR)/go.mod $(GO_PEER_DIR)/go.sum $(wildcard $(GO_PEER_DIR)/*.go) | golang
 	@mkdir -p $(@D)

@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from procs import Broker
@@ -17,6 +18,8 @@ MODULES = {
     "nats": "nats_peer",
     "tidemq": "tidemq_peer",
     "tidemq-nsq": "nsq_peer",
+    "rocketmq-java": "rocketmq_java_peer",
+    "kafka": "kafka_peer",
 }
 TIDEMQ_WINDOW = 256  # send_async / PUB pipelined: requests in flight
 AUTO_BATCH_WINDOW = 2048  # send_async with auto_batch: single sends in flight, gathered into batches
@@ -24,6 +27,7 @@ BATCH = 100
 BATCH_WINDOW = 4  # send_batch / MPUB: batches in flight
 PEER_WINDOW = 1000  # RabbitMQ unconfirmed / NATS unacknowledged publishes
 PACED_BATCH = 10  # W4 tiny batches: a paced producer that fell behind sends what is due, up to this
+KAFKA_WINDOW = 100_000  # produce() calls undelivered at once (librdkafka's default queue size)
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,15 @@ NEEDS = {
     "rabbitmq": (["/usr/lib/rabbitmq/bin/rabbitmq-server", "epmd"], ["pika"]),
     "nats": (["nats-server"], ["nats"]),
     "tidemq-nsq": ([], ["nsq"]),
+    "rocketmq-java": (["java"], []),
+    "kafka": (["java"], ["confluent_kafka"]),
 }
+#: The Java peers' jars (under the repo's git-ignored .cache) and the make target that fetches them.
+JARS = {
+    "rocketmq-java": (".cache/rocketmq/5.3.3/lib/rocketmq-broker-*.jar", "make rocketmq-jars"),
+    "kafka": (".cache/kafka/4.1.1/lib/kafka_2.13-*.jar", "make kafka-jars"),
+}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def missing(systems: list[str]) -> list[str]:
@@ -60,6 +72,8 @@ def missing(systems: list[str]) -> list[str]:
         programs, modules = NEEDS.get(system, ([], []))
         lacking += [p for p in programs if shutil.which(p) is None]
         lacking += [f"Python module {m}" for m in modules if importlib.util.find_spec(m) is None]
+        if system in JARS and not any(ROOT.glob(JARS[system][0])):
+            lacking.append(f"{system} jars ({JARS[system][1]})")
     return lacking
 
 
@@ -78,6 +92,10 @@ def brokers(systems: list[str]) -> list[Broker]:
             out.append(module.NatsBroker())
         elif system == "tidemq":
             out += [module.TidemqBroker("async"), module.TidemqBroker("sync")]
+        elif system == "rocketmq-java":
+            out += [module.JavaRocketMQBroker("async"), module.JavaRocketMQBroker("sync")]
+        elif system == "kafka":
+            out += [module.KafkaBroker("async"), module.KafkaBroker("sync")]
         else:
             out += [module.NsqBroker("async"), module.NsqBroker("sync")]
     return out
@@ -92,7 +110,13 @@ def _peer(w1: str, w2: str, produce: dict[str, Any], w4: str, paced: dict[str, A
     ]
 
 
-def plan_for(system: str) -> list[Variant]:
+def go_client() -> bool:
+    """Whether rocketmq-client-go's W1 rows can run (``make rocketmq-go-bench`` built the Go peer)."""
+    return (ROOT / ".cache" / "rocketmq-go-bench" / "peer").exists()
+
+
+def plan_for(system: str, with_go: bool = False) -> list[Variant]:
+    """``with_go``: add W1 with rocketmq-client-go to the RocketMQ-protocol brokers (not in --quick)."""
     batch = {"batch": BATCH, "window": BATCH_WINDOW}
     single = {"batch": 1, "window": TIDEMQ_WINDOW}
     if system == "redis":
@@ -110,10 +134,15 @@ def plan_for(system: str) -> list[Variant]:
             Variant("w3", "publish_async window 1000 -> push + ack", window, push),
             Variant("w4", "single publishes -> push + ack", window, push),
         ]
-    if system == "tidemq":
+    if system == "kafka":
+        window = {"window": KAFKA_WINDOW}
+        w1 = "produce(), acks=all, linger.ms 5"
+        return _peer(w1, "consume 500 + commit async", window, "single produce() calls", window)
+    if system in ("tidemq", "rocketmq-java"):  # the Java broker runs tidemq's client: the same variants
         push, lite = {"variant": "push"}, {"variant": "lite"}
         due = {"batch": PACED_BATCH, "window": TIDEMQ_WINDOW}
         auto = {"options": {"auto_batch": True}}
+        go = {**single, "options": {"client": "go"}}
         return [
             Variant("w1", f"send_batch {BATCH} x{BATCH_WINDOW}", batch),
             Variant("w1", f"send_async x{TIDEMQ_WINDOW}", single),
@@ -122,6 +151,7 @@ def plan_for(system: str) -> list[Variant]:
                 f"send_async x{AUTO_BATCH_WINDOW}, auto_batch",
                 {"batch": 1, "window": AUTO_BATCH_WINDOW, **auto},
             ),
+            *([Variant("w1", f"rocketmq-client-go SendAsync x{TIDEMQ_WINDOW}", go)] if with_go else []),
             Variant("w2", "PushConsumer", consume=push),
             Variant("w2", "LitePullConsumer", consume=lite),
             Variant("w3", "send_batch -> PushConsumer", batch, push),

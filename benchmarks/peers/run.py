@@ -1,4 +1,5 @@
-"""tidemq against Redis Streams, RabbitMQ and NATS JetStream (and tidemq's NSQ side), same four workloads.
+"""tidemq against Redis Streams, RabbitMQ, NATS JetStream, the Apache RocketMQ Java broker and Apache Kafka
+(and tidemq's NSQ side), same four workloads.
 
 Every broker runs on 127.0.0.1 as a plain child process with its data in a temp dir and is stopped by its
 PID; every producer and consumer is a separate client child process (``run.py --client SPEC``).  Bodies
@@ -27,6 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench_common and nsq_workloads
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # tests.rocketmq_cluster (rocketmq-java)
 
 import argparse
 import importlib
@@ -41,7 +43,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from clientlib import BODY, Spec, Tally, emit
-from plan import MODULES, Limits, Variant, brokers, missing, plan_for
+from plan import MODULES, Limits, Variant, brokers, go_client, missing, plan_for
 from procs import Broker, Child, reset_hwm, tree_cpu, tree_hwm_mib
 from report import WORKLOADS, Row, median_rows, ratio_table, results_table
 
@@ -218,8 +220,12 @@ def bench(args: argparse.Namespace, limits: Limits) -> tuple[list[Row], list[str
     went into the ratios between them."""
     todo = brokers(args.systems)
     settings = [broker.settings() for broker in todo]
+    with_go = not args.quick and go_client()
+    if not args.quick and not with_go:
+        log("no rocketmq-client-go rows: `make rocketmq-go-bench` builds the Go peer")
     plans = {
-        broker.label: [v for v in plan_for(broker.system) if v.workload in args.workloads] for broker in todo
+        broker.label: [v for v in plan_for(broker.system, with_go) if v.workload in args.workloads]
+        for broker in todo
     }
     runs: dict[str, list[list[Row]]] = {broker.label: [] for broker in todo}
     failures: dict[str, str] = {}

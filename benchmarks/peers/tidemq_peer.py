@@ -3,6 +3,7 @@ client.
 
 Producers: ``Producer.send_batch`` (``spec.batch`` messages per request, ``spec.window`` requests in
 flight) or, with ``spec.batch`` 1, ``Producer.send_async`` with at most ``spec.window`` sends in flight.
+With ``spec.options["client"] == "go"`` W1's producer is rocketmq-client-go instead (``_produce_go``).
 Consumers (clustering, from the first offset, one consumer owning all queues): ``PushConsumer`` with a
 no-op coroutine listener, or ``LitePullConsumer`` ``poll()`` + ``commit()`` every ``COMMIT_EVERY``.
 """
@@ -10,9 +11,13 @@ no-op coroutine listener, or ``LitePullConsumer`` ``poll()`` + ``commit()`` ever
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
-from clientlib import Flow, Spec, Tally, pump, ready
+from clientlib import SETTLE_SECONDS, Flow, Spec, Tally, pump, ready
 from procs import Broker
 
 from bench_common import Server, wait_until
@@ -27,6 +32,9 @@ QUEUES = 4
 PULL_BATCH = 32
 COMMIT_EVERY = 1000
 READY_TIMEOUT = 20.0
+ROUTE_TIMEOUT = 30.0
+#: ``make rocketmq-go-bench``: interop/rocketmq-go built on its own (the tests' binary is left alone).
+GO_PEER = Path(__file__).resolve().parents[2] / ".cache" / "rocketmq-go-bench" / "peer"
 SHUTDOWN_TIMEOUT = 20.0
 
 
@@ -77,8 +85,22 @@ class TidemqBroker(Broker):
 
 
 async def _create_topic(spec: Spec) -> None:
+    """Create it and wait (bounded) until the name server routes it: a Java broker registers a new topic
+    with its name server a moment after answering the create."""
     async with Admin(spec.target["namesrv"]) as admin:
         await admin.create_topic(spec.name, QUEUES)
+
+        async def routed() -> bool:
+            try:
+                return bool((await admin.route(spec.name)).brokers)
+            except Exception:
+                return False
+
+        deadline = time.monotonic() + ROUTE_TIMEOUT
+        while not await routed():
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"{spec.name} has no route after {ROUTE_TIMEOUT:.0f} s")
+            await asyncio.sleep(0.2)
 
 
 async def _produce(spec: Spec) -> dict[str, Any]:
@@ -101,7 +123,26 @@ async def _produce(spec: Spec) -> dict[str, Any]:
     return flow.result()
 
 
+def _produce_go(spec: Spec) -> dict[str, Any]:
+    """W1 with rocketmq-client-go v2.1.2 (``GO_PEER bench``: SendAsync, ``spec.window`` unanswered):
+    the same messages from a compiled client, to tell the broker's limit from the Python client's."""
+    asyncio.run(_create_topic(spec))
+    args = [
+        str(GO_PEER), "bench", "--namesrv", spec.target["namesrv"], "--topic", spec.name,
+        "--group", f"PG_{spec.name}", "--count", str(spec.count), "--window", str(spec.window),
+        "--cap", str(spec.cap), "--timeout", str(spec.cap + SETTLE_SECONDS),
+    ]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=spec.cap + 2 * SETTLE_SECONDS)
+    answers = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not answers:
+        raise RuntimeError(f"Go producer exited with {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
+    result: dict[str, Any] = json.loads(answers[-1])
+    return result
+
+
 def produce(spec: Spec) -> dict[str, Any]:
+    if spec.options.get("client") == "go":
+        return _produce_go(spec)
     return asyncio.run(_produce(spec))
 
 

@@ -68,8 +68,8 @@ func received(event string, m *primitive.MessageExt) map[string]interface{} {
 type options struct {
 	namesrv, topic, group, mode, tag, bodyPrefix, keyPrefix, failMatch           string
 	count, shards, delayLevel, failFirst, maxReconsume, expect, expectDeliveries int
-	retryDelayLevel, instances, lingerMs                                         int
-	timeout                                                                      float64
+	retryDelayLevel, instances, lingerMs, window                                 int
+	timeout, cap                                                                 float64
 }
 
 func parse(name string, args []string) options {
@@ -94,6 +94,8 @@ func parse(name string, args []string) options {
 	fs.IntVar(&o.instances, "instances", 1, "consumers of the group in this process")
 	fs.IntVar(&o.lingerMs, "linger-ms", 1500, "wait before shutdown, for offsets and sent-back messages")
 	fs.Float64Var(&o.timeout, "timeout", 60, "seconds before giving up (exit 2)")
+	fs.IntVar(&o.window, "window", 256, "bench: sends unanswered at once")
+	fs.Float64Var(&o.cap, "cap", 60, "bench: seconds before the send loop stops")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -105,7 +107,7 @@ func parse(name string, args []string) options {
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("a sub-command is required: produce or consume")
+		fail("a sub-command is required: produce, consume or bench")
 	}
 	rlog.SetLogLevel("warn")
 	o := parse(os.Args[1], os.Args[2:])
@@ -120,6 +122,8 @@ func main() {
 		rc = produce(o)
 	case "consume":
 		rc = consume(o)
+	case "bench":
+		rc = bench(o)
 	default:
 		fail("unknown sub-command %s", os.Args[1])
 	}
