@@ -21,8 +21,9 @@ from tests.chaos.chaos_support import canary_rounds
 from tests.nsq_support import RawNsq
 from tests.support import RawClient, ServerProcess, create_topic, unique
 from tidemq.client import api
-from tidemq.record import BatchItem, encode_batch, encode_properties
+from tidemq.record import BatchItem, encode_batch, encode_properties, iter_records
 from tidemq.remoting.codes import RequestCode, ResponseCode
+from tidemq.store import GetStatus, MessageStore, StoreConfig
 
 pytestmark = pytest.mark.e2e
 
@@ -130,3 +131,44 @@ async def test_rocketmq_batch_of_tiny_messages_at_the_max_size_beside_a_canary(s
 
     worst = await _beside_canary(server, abuse)
     assert worst < STALL_BOUND_S, f"the canary stalled {worst * 1000:.0f} ms behind a 4 MiB batch"
+
+
+async def test_rocketmq_batch_of_tiny_bare_messages_beside_a_canary(server: ServerProcess) -> None:
+    """The worst batch: 4 MiB of messages of 1-6 B with no properties (about 150,000). Its records are
+    stored in one write but its queue and index entries in steps (store/batch_append.py). It arrives
+    whole, in order, at consecutive offsets. The stall bound here is 1 s, not the issue's 200 ms: the one
+    log write of the records (offsets patched into 150,000 records) still holds the loop 40-140 ms on a
+    loaded machine, beside the decoding (docs/reliability.md#limits)."""
+    topic = unique("abuse")
+    await create_topic(server.broker, topic)
+    items, size = [], 0
+    while size < 4 * 1024 * 1024 - 1024:
+        items.append(BatchItem(0, str(len(items)).encode(), ""))
+        size += len(encode_batch([items[-1]]))
+    body = encode_batch(items)
+    sent: dict[str, str] = {}
+
+    async def abuse() -> None:
+        client = await RawClient.open(server.broker)
+        header = api.send_header(topic, queue_id=0, properties="", producer_group="PG", batch=True)
+        answer = await client.conn.invoke(api.send_request(header, body), 60.0)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        sent.update(answer.ext_fields)
+        client.close()
+
+    worst = await _beside_canary(server, abuse)
+    assert worst < 5 * STALL_BOUND_S, f"the canary stalled {worst * 1000:.0f} ms behind a 4 MiB batch"
+    assert sent["queueOffset"] == "0" and len(sent["msgId"].split(",")) == len(items)
+    server.stop()
+    store = MessageStore(StoreConfig(server.data_dir))
+    try:
+        assert store.max_offset(topic, 0) == len(items)
+        offset, bodies = 0, []
+        while (got := store.get(topic, 0, offset, 8192, max_transfer=8192)).status is GetStatus.FOUND:
+            for message in iter_records(got.records):
+                assert message.queue_offset == len(bodies)
+                bodies.append(message.body)
+            offset = got.next_begin_offset
+        assert bodies == [item.body for item in items]
+    finally:
+        await store.close()

@@ -13,6 +13,7 @@ import mmap
 import os
 import struct
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from crc32c import crc32c
@@ -37,11 +38,20 @@ def key_hashes(topic: str, keys: list[list[bytes]]) -> list[list[int]]:
     return [[_hash(prefix + key) for key in record_keys] for record_keys in keys]
 
 
+@dataclass(slots=True)
+class IndexSlot:
+    data: bytearray
+    done: bool
+    covered_before: int
+
+
 class KeyIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._pending = bytearray()
+        #: Entries held back behind a big batch still being indexed in steps (see ``open_slot``).
+        self._slots: list[IndexSlot] = []
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         size = os.fstat(self._fd).st_size
         usable = size - size % _ENTRY.size
@@ -68,7 +78,7 @@ class KeyIndex:
         ]
         if offsets:
             self.covered_until = max(covered, offsets[-1] + 1)
-        self._pending += b"".join(pending)
+        self._sink().extend(b"".join(pending))
 
     def add_many(self, topic: str, keys: list[list[bytes]], offsets: list[int]) -> None:
         """Index the UTF-8 keys of records appended in log order (``keys[i]`` go with ``offsets[i]``)."""
@@ -82,7 +92,34 @@ class KeyIndex:
         ]
         if offsets:
             self.covered_until = max(covered, offsets[-1] + 1)
-        self._pending += b"".join(pending)
+        self._sink().extend(b"".join(pending))
+
+    def _sink(self) -> bytearray:
+        return self._slots[-1].data if self._slots else self._pending
+
+    def open_slot(self, last_offset: int) -> IndexSlot:
+        """Make room, in log order, for the entries of records up to ``last_offset`` that a big batch
+        indexes in steps (``fill_slot``): entries added meanwhile, for later records, wait behind it, so
+        the file stays in log order (``forget_from`` and recovery rely on it)."""
+        slot = IndexSlot(bytearray(), False, self.covered_until)
+        self._slots += [slot, IndexSlot(bytearray(), True, 0)]
+        self.covered_until = max(self.covered_until, last_offset + 1)
+        return slot
+
+    @staticmethod
+    def fill_slot(slot: IndexSlot, hashes: list[list[int]], offsets: list[int]) -> None:
+        pack = _ENTRY.pack
+        slot.data += b"".join([pack(h, off) for hs, off in zip(hashes, offsets, strict=True) for h in hs])
+
+    def close_slot(self, slot: IndexSlot, discard: bool = False) -> None:
+        """The batch is indexed (or, ``discard``, refused): its entries and those behind it go pending."""
+        if discard:
+            slot.data.clear()
+            if len(self._slots) >= 2 and self._slots[-2] is slot and not self._slots[-1].data:
+                self.covered_until = slot.covered_before  # nothing was indexed after it
+        slot.done = True
+        while self._slots and self._slots[0].done:
+            self._pending += self._slots.pop(0).data
 
     def lookup(self, topic: str, key: str) -> list[int]:
         target = _HASH.pack(key_hash(topic, key))
@@ -91,7 +128,11 @@ class KeyIndex:
         if size:
             with mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) as data:
                 found = _find(data, target)
-        return found + _find(self._pending, target)
+        return (
+            found
+            + _find(self._pending, target)
+            + [o for slot in self._slots for o in _find(slot.data, target)]
+        )
 
     def write_pending(self) -> bool:
         """Write what was added since the last call to the file (not fsynced); False if nothing was."""

@@ -15,9 +15,7 @@ import logging
 import os
 import shutil
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,8 @@ from tidemq.aio import cancel_and_wait, wait_or_timeout
 from tidemq.histogram import LatencyHistogram
 from tidemq.record import StoredBatch, decode_record, record_properties
 from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
+from tidemq.store import batch_append
+from tidemq.store.batch_append import pack_offsets
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
@@ -73,6 +73,8 @@ class MessageStore:
         #: How long the commit log's fsyncs took, and how long start-up recovery took (``/metrics``).
         self.flush_latency = LatencyHistogram()
         self.recovery_seconds = 0.0
+        #: Queues held by a big batch being stored in steps (store/batch_append.py).
+        self.holds: dict[tuple[str, int], batch_append.QueueHold] = {}
         self.disk = DiskGuard(root, config.disk_full_ratio, config.disk_writable_ratio)
         self._recover()
 
@@ -202,13 +204,17 @@ class MessageStore:
         """Append records back to back in one write; all or none are stored."""
         seg = self._reserve(sum(len(r.record) for r in requests))
         phys = seg.end
+        holds = self.holds
         next_queue_offset: dict[tuple[str, int], int] = {}
         queues = [self._queue(req.topic, req.queue_id) for req in requests]
         phys_offsets = []
         queue_offsets = []
         for req, cq in zip(requests, queues, strict=True):
             key = (req.topic, req.queue_id)
-            qoff = next_queue_offset.get(key, cq.max_offset)
+            qoff = next_queue_offset.get(key)
+            if qoff is None:
+                hold = holds.get(key) if holds else None
+                qoff = cq.max_offset if hold is None else hold.next
             next_queue_offset[key] = qoff + 1
             QUEUE_AND_PHYSICAL_OFFSETS.pack_into(req.record, POS_QUEUE_OFFSET, qoff, phys)
             phys_offsets.append(phys)
@@ -218,6 +224,8 @@ class MessageStore:
         queue_ends = {id(cq): cq.max_offset for cq in queues}
         try:
             for req, cq, phys_offset in zip(requests, queues, phys_offsets, strict=True):
+                if holds and (req.topic, req.queue_id) in holds:
+                    continue  # entered behind the big batch holding the queue (store/batch_append.py)
                 cq.append(phys_offset, len(req.record), req.tags_code)
                 cq.bytes_in += len(req.record)
         except OSError as exc:
@@ -226,7 +234,11 @@ class MessageStore:
         for req, phys_offset in zip(requests, phys_offsets, strict=True):
             if self.index is not None and req.keys:
                 self.index.add(req.topic, req.keys, phys_offset)
-        for req, queue_offset in zip(requests, queue_offsets, strict=True):
+        for req, queue_offset, phys_offset in zip(requests, queue_offsets, phys_offsets, strict=True):
+            hold = holds.get((req.topic, req.queue_id)) if holds else None
+            if hold is not None:
+                hold.defer([phys_offset], [len(req.record)], [req.tags_code])
+                continue
             for listener in self.dispatch_listeners:
                 listener(req.topic, req.queue_id, queue_offset + 1, req.tags_code)
         return PutResult(phys_offsets, queue_offsets, phys)
@@ -236,39 +248,36 @@ class MessageStore:
         data, sizes = batch.data, batch.sizes
         seg = self._reserve(len(data))
         cq = self._queue(topic, queue_id)
-        first_queue_offset = cq.max_offset
+        hold = self.holds.get((topic, queue_id)) if self.holds else None
+        first_queue_offset = cq.max_offset if hold is None else hold.next
         base = seg.end
-        pack_offsets = QUEUE_AND_PHYSICAL_OFFSETS.pack_into
-        pos = len(data)
-        if len(sizes) < 64:  # a PUB, an MPUB or a batch as most send them: the plain loop is quickest
-            phys_offsets = []
-            at = 0
-            for qoff, size in enumerate(sizes, first_queue_offset):
-                pack_offsets(data, at + POS_QUEUE_OFFSET, qoff, base + at)
-                phys_offsets.append(base + at)
-                at += size
-        else:  # C-level loops: a 4 MiB batch may hold 168,000 tiny messages, all in this one write
-            starts = list(itertools.accumulate(sizes[:-1], initial=0))
-            phys_offsets = [base + start for start in starts]
-            queue_offsets = range(first_queue_offset, first_queue_offset + len(sizes))
-            positions = [start + POS_QUEUE_OFFSET for start in starts]
-            deque(map(partial(pack_offsets, data), positions, queue_offsets, phys_offsets), maxlen=0)
+        phys_offsets = pack_offsets(data, sizes, base, first_queue_offset)
         self._write(seg, data)
-        try:
-            cq.append_many(phys_offsets, sizes, batch.tags_codes)
-            cq.bytes_in += len(data)
-        except OSError as exc:
-            self._roll_back(seg, base, [(cq, first_queue_offset)])
-            raise self._write_failure(exc) from None
+        if hold is not None:  # entered behind the big batch holding the queue (store/batch_append.py)
+            hold.defer(phys_offsets, sizes, batch.tags_codes)
+        else:
+            try:
+                cq.append_many(phys_offsets, sizes, batch.tags_codes)
+            except OSError as exc:
+                self._roll_back(seg, base, [(cq, first_queue_offset)])
+                raise self._write_failure(exc) from None
+        cq.bytes_in += len(data)
         if self.index is not None:
             if batch.key_hashes is not None:
                 self.index.add_hashed(batch.key_hashes, phys_offsets)
             else:
                 self.index.add_many(topic, batch.keys, phys_offsets)
-        for listener in self.dispatch_listeners:
-            for tags_code in set(batch.tags_codes):
-                listener(topic, queue_id, cq.max_offset, tags_code)
-        return PutResult(phys_offsets, list(range(first_queue_offset, cq.max_offset)), base + pos)
+        end_queue_offset = first_queue_offset + len(sizes)
+        if hold is None:
+            for listener in self.dispatch_listeners:
+                for tags_code in set(batch.tags_codes):
+                    listener(topic, queue_id, end_queue_offset, tags_code)
+        return PutResult(phys_offsets, list(range(first_queue_offset, end_queue_offset)), base + len(data))
+
+    async def put_batch_in_steps(self, topic: str, queue_id: int, batch: StoredBatch) -> PutResult:
+        """``put_batch`` for a big batch, its queue entries and index entries written in steps that give
+        the event loop back (store/batch_append.py)."""
+        return await batch_append.put_in_steps(self, topic, queue_id, batch)
 
     def _roll_back(self, seg: MappedFile, log_pos: int, queue_ends: list[tuple[ConsumeQueue, int]]) -> None:
         """Undo a write whose consume-queue entries could not be stored (a full disk): the records leave
@@ -351,6 +360,8 @@ class MessageStore:
         """fsync consume queues and the index, then record how far the log is dispatched durably."""
         async with self._fs_lock:
             dispatched = min(self.commitlog.flushed, self.commitlog.max_offset)
+            if self.holds:  # a batch's entries still being written are re-dispatched after a crash
+                dispatched = min(dispatched, *(hold.log_start for hold in self.holds.values()))
             files = [mf for cq in self._queues.values() for mf in cq.dirty_files()]
             # Duplicates, closed by the thread: a topic deleted meanwhile closes its own descriptors, so
             # the thread never fsyncs a closed (or since reused) number.

@@ -35,6 +35,7 @@ from tidemq.remoting.names import RETRY_PREFIX, TIMER_TOPIC, dlq_topic, retry_to
 from tidemq.remoting.route import PERM_READ, PERM_WRITE
 from tidemq.remoting.transport import RemotingConnection, RequestDispatcher
 from tidemq.store import FlushMode, StoreError
+from tidemq.store.batch_append import MIN_STEPPED_MESSAGES
 from tidemq.store.requests import PutResult
 
 if TYPE_CHECKING:
@@ -239,7 +240,8 @@ def _send_batch(
 async def _send_big_batch(
     broker: Broker, req: RemotingCommand, body: bytes, fields: dict[str, Any]
 ) -> RemotingCommand:
-    """A big batch: encoded in steps that let the loop run others, then stored in one write."""
+    """A big batch: encoded in steps that let the loop run others, then stored (its records in one write,
+    and, for one of many messages, its queue and index entries in steps: store/batch_append.py)."""
     try:
         batch = await batch_steps.build_in_steps(body, **fields)
     except MessageDecodeError as exc:
@@ -248,7 +250,10 @@ async def _send_big_batch(
         return req.error(ResponseCode.MESSAGE_ILLEGAL, "batch body holds no message")
     queue_id = fields["queue_id"]
     try:
-        result = broker.store.put_batch(fields["topic"], queue_id, batch)
+        if len(batch.sizes) > MIN_STEPPED_MESSAGES:
+            result = await broker.store.put_batch_in_steps(fields["topic"], queue_id, batch)
+        else:
+            result = broker.store.put_batch(fields["topic"], queue_id, batch)
     except StoreError as exc:
         return req.error(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}")
     broker.stats["put"] += len(result.commit_log_offsets)
