@@ -94,7 +94,7 @@ def bench(server: Server, rows: int) -> list[Row]:
         results.append(
             timed(
                 spark,
-                "write (sink, batches of 128)",
+                "write (sink, batches of 1,000)",
                 rows,
                 lambda: (
                     frame.write.format("rocketmq")

@@ -149,4 +149,4 @@ def test_read_options_defaults_and_case_insensitivity() -> None:
     stream = read_options({"namesrv": "h:1", "topic": "a", "maxOffsetsPerTrigger": "7"}, "stream")
     assert stream.starting == "latest" and stream.max_offsets_per_trigger == 7
     sink = write_options({"namesrv": "h:1;h:2"})
-    assert sink.topic is None and sink.namesrv == "h:1;h:2" and sink.batch_size == 128
+    assert sink.topic is None and sink.namesrv == "h:1;h:2" and sink.batch_size == 1000

@@ -121,33 +121,58 @@ def write_layout(schema: StructType, topic_option: str | None) -> WriteLayout:
     )
 
 
+def _first_null(column: pa.Array) -> int:
+    return next(i for i, valid in enumerate(column.is_valid().to_pylist()) if not valid)
+
+
 def batch_to_messages(batch: pa.RecordBatch, layout: WriteLayout, topic_option: str | None) -> list[Message]:
-    """Rows of one Arrow batch as messages; a row that cannot be sent is a SchemaError naming it."""
+    """Rows of one Arrow batch as messages; a row that cannot be sent is a SchemaError naming it.
+
+    Nulls are found per column by Arrow; rows with only a body and a topic (the common sink) skip the
+    per-row handling of keys, tags and properties.
+    """
     n = batch.num_rows
     names = batch.schema.names
 
     def column(name: str) -> list[Any]:
         return list(batch.column(names.index(name)).to_pylist()) if name in names else [None] * n
 
-    bodies = column("body")
-    topics = [topic_option] * n if topic_option is not None else column("topic")
-    keys = column("keys") if layout.has_keys else [None] * n
-    tags = column("tags") if layout.has_tags else [None] * n
-    props = column("properties") if layout.has_properties else [None] * n
+    body_column = batch.column(names.index("body"))
+    if body_column.null_count:
+        raise SchemaError(f"body: row {_first_null(body_column)} of a batch has a null body")
+    bodies: list[Any] = body_column.to_pylist()
+    if layout.body_is_text:
+        bodies = [body.encode() for body in bodies]
+    if topic_option is None:
+        topic_column = batch.column(names.index("topic"))
+        if topic_column.null_count:
+            row = _first_null(topic_column)
+            raise SchemaError(f"topic: row {row} of a batch has a null topic and no 'topic' option is set")
+        topics: list[str] = topic_column.to_pylist()
+    else:
+        topics = [topic_option] * n
+    extras = [
+        name
+        for name, present in (
+            ("keys", layout.has_keys),
+            ("tags", layout.has_tags),
+            ("properties", layout.has_properties),
+        )
+        if present and batch.column(names.index(name)).null_count < n
+    ]
+    if not extras:
+        return [Message(topic, body) for topic, body in zip(topics, bodies, strict=True)]
+    keys = column("keys") if "keys" in extras else [None] * n
+    tags = column("tags") if "tags" in extras else [None] * n
+    props = column("properties") if "properties" in extras else [None] * n
     out = []
     for i in range(n):
-        body, topic = bodies[i], topics[i]
-        if body is None:
-            raise SchemaError(f"body: row {i} of a batch has a null body")
-        if topic is None:
-            raise SchemaError(f"topic: row {i} of a batch has a null topic and no 'topic' option is set")
-        data = body.encode() if isinstance(body, str) else bytes(body)
         pairs = props[i]
         properties = {str(k): str(v) for k, v in pairs if v is not None} if isinstance(pairs, list) else {}
         out.append(
             Message(
-                str(topic),
-                data,
+                topics[i],
+                bodies[i],
                 tags=str(tags[i]) if tags[i] is not None else None,
                 keys=str(keys[i]) if keys[i] is not None else None,
                 properties=properties,

@@ -101,7 +101,7 @@ class WriteOptions:
     namesrv: str
     topic: str | None
     producer_group: str = "tidemq-spark-writer"
-    batch_size: int = 128
+    batch_size: int = 1000
     credentials: tuple[str, str] | None = None
 
 
@@ -300,6 +300,6 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         namesrv=_namesrv(opts),
         topic=topic,
         producer_group=group,
-        batch_size=_positive_int(opts, "batchSize", 128, upper=4096) or 128,
+        batch_size=_positive_int(opts, "batchSize", 1000, upper=4096) or 1000,
         credentials=parse_credentials(opts),
     )

@@ -29,7 +29,11 @@ from tidemq.spark.records import RecordColumns
 log = logging.getLogger(__name__)
 
 ROWS_PER_BATCH = 8192
-PIPELINE_DEPTH = 4
+#: Bytes of records per batch, whatever their count (large bodies).
+BYTES_PER_BATCH = 64 * 1024 * 1024
+#: Pulls in flight per queue: a broker answers at most 32 records per pull, so a round trip per answer
+#: would leave the task waiting; several in flight keep the broker answering while this process decodes.
+PIPELINE_DEPTH = 16
 RECONNECTS = 3
 PULL_TIMEOUT_S = 30.0
 
@@ -57,7 +61,7 @@ class RangePuller:
         self.cursor = rng.start
         self.chunk = opts.pull_batch_size
         self.depth = 1 if opts.filtered else max(1, depth or PIPELINE_DEPTH)
-        self.columns = RecordColumns()
+        self.columns = RecordColumns(opts.tag_set)
         self._next_request = rng.start
         self._pending: deque[tuple[int, asyncio.Task[Answer]]] = deque()
         self._conn: RemotingConnection | None = None
@@ -155,7 +159,7 @@ class RangePuller:
         end = self.rng.end
         if answer.code == ResponseCode.SUCCESS:
             try:
-                seen, first = self.columns.append_records(answer.body, self.cursor, end, self.opts.tag_set)
+                seen, first = self.columns.append_records(answer.body, self.cursor, end)
             except MessageDecodeError as exc:
                 raise PullError(
                     f"{self.where}: unreadable pull answer at offset {self.cursor}: {exc}"
@@ -180,9 +184,13 @@ class RangePuller:
         self.cursor = offset
 
     def take_batch(self) -> pa.RecordBatch:
-        batch = self.columns.to_batch(self.rng.topic, self.rng.broker, self.rng.queue_id)
-        self.columns = RecordColumns()
-        return batch
+        columns, self.columns = self.columns, RecordColumns(self.opts.tag_set)
+        try:
+            return columns.to_batch(self.rng.topic, self.rng.broker, self.rng.queue_id)
+        except MessageDecodeError as exc:
+            raise PullError(
+                f"{self.where}: unreadable pull answer before offset {self.cursor}: {exc}"
+            ) from None
 
 
 def read_range(
@@ -194,7 +202,7 @@ def read_range(
     try:
         while not puller.done:
             loop.run_until_complete(puller.step())
-            if len(puller.columns) >= rows_per_batch:
+            if len(puller.columns) >= rows_per_batch or puller.columns.nbytes >= BYTES_PER_BATCH:
                 yield puller.take_batch()
         if len(puller.columns):
             yield puller.take_batch()

@@ -29,9 +29,15 @@ from tidemq.spark.options import WriteOptions
 
 log = logging.getLogger(__name__)
 
-MAX_IN_FLIGHT = 4
-#: Bytes of bodies per batch send: well under the 4 MiB a broker takes in one request by default.
-MAX_BATCH_BYTES = 1024 * 1024
+#: Batch sends in flight per task: the broker stores one while the next ones travel and this process
+#: encodes more.
+MAX_IN_FLIGHT = 8
+#: Encoded bytes per batch send (bodies and properties): under the 4 MiB a broker (and the producer) takes
+#: in one request by default, with room for the request's own header.
+MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024
+#: What a batch item costs beyond its body and its own properties: item head, properties length, and the
+#: unique id the producer adds.
+ITEM_OVERHEAD = 96
 
 
 class SendError(RuntimeError):
@@ -43,16 +49,27 @@ class SentCount(WriterCommitMessage):
     messages: int
 
 
+def encoded_size(msg: Message) -> int:
+    """An upper bound of the bytes ``msg`` takes in a batch body (UTF-8 is at most 4 bytes a character)."""
+    size = len(msg.body) + ITEM_OVERHEAD
+    if msg.tags or msg.keys or msg.properties:
+        text = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
+        text += len(msg.tags or "") + len(msg.keys or "") + 12  # their keys and separators
+        size += 4 * text
+    return size
+
+
 def chunks(msgs: list[Message], size: int, max_bytes: int = MAX_BATCH_BYTES) -> Iterator[list[Message]]:
-    """Consecutive runs of one topic, at most ``size`` messages and about ``max_bytes`` of bodies each."""
+    """Consecutive runs of one topic, at most ``size`` messages and ``max_bytes`` encoded each."""
     run: list[Message] = []
     run_bytes = 0
     for msg in msgs:
-        if run and (msg.topic != run[0].topic or len(run) >= size or run_bytes + len(msg.body) > max_bytes):
+        msg_bytes = encoded_size(msg)
+        if run and (msg.topic != run[0].topic or len(run) >= size or run_bytes + msg_bytes > max_bytes):
             yield run
             run, run_bytes = [], 0
         run.append(msg)
-        run_bytes += len(msg.body)
+        run_bytes += msg_bytes
     if run:
         yield run
 
