@@ -24,8 +24,10 @@ class ConnectionLimits:
     idle_timeout_s: float = 60.0
     #: Open connections from one IP address.
     max_connections_per_ip: int = 1_000
-    #: Open connections in total.
-    max_connections: int = 10_000
+    #: Open connections in total. asyncio tears a connection down in about 20-40 us of the loop, and a
+    #: crowd that disconnects at once (a restart, an abusive client) is torn down in one go: 4,096 keeps
+    #: that under about 100 ms (docs/reliability.md#abuse-cases-beside-a-canary).
+    max_connections: int = 4_096
 
     def __post_init__(self) -> None:
         if self.idle_timeout_s < 0 or self.max_connections_per_ip < 0 or self.max_connections < 0:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from tidemq.connection_gate import ConnectionLimits
 from tidemq.grpc.auth import AclInterceptor
 from tidemq.grpc.proto import service_pb2_grpc as spb_grpc
 from tidemq.grpc.service import MessagingService
@@ -35,7 +36,7 @@ class GrpcConfig:
     tls_key: Path | None = None
     #: Open connections in total (0: no cap); grpc core refuses past it by closing the socket before
     #: the HTTP/2 handshake. It has no per-IP count (docs/rocketmq-broker.md#connection-limits).
-    max_connections: int = 10_000
+    max_connections: int = ConnectionLimits().max_connections
     #: A connection with no call this long is sent GOAWAY and closed (the proxy's grpcClientIdleTimeMills).
     idle_timeout_s: float = 120.0
 
