@@ -5,7 +5,8 @@ The same client drives each server: the pinned go-nsq 1.1.0 harness (interop/nsq
 200 untimed ones) and, for reference, tidemq's own asyncio NSQ ``Producer`` (``await publish``, in this
 process). Each round runs every client against every server, in the same order, so a slow stretch of a
 shared machine falls on all of them: real nsqd, tidemq async flush, tidemq sync flush, then the next
-round. Each run publishes to a fresh topic. The table shows the medians over ``--repeat`` rounds (3) of
+round. Each run publishes to a fresh topic; sync flush runs publish a tenth as many (each PUB waits for
+its fsync). The table shows the medians over ``--repeat`` rounds (3) of
 msg/s and of p50/p99 round trip, and each server's median msg/s over the real nsqd's.
 
 The servers: ``.cache/nsq/bin/nsqd`` (``make nsq-go``) with ``--data-path`` in a temp dir and its
@@ -101,6 +102,8 @@ class RealNsqd:
 class Target:
     label: str
     address: str
+    #: Timed PUBs per run: a sync flush PUB waits for its fsync, so those runs get a tenth.
+    count: int
     runs: dict[str, list[tuple[float, float, float]]] = field(default_factory=dict)
 
 
@@ -135,13 +138,13 @@ def py_pub(address: str, topic: str, count: int, body_size: int) -> tuple[float,
 
     async def run() -> tuple[float, float, float]:
         producer = Producer(address)
-        await producer.connect()
+        await producer.ping()
         try:
             body = b"x" * body_size
             await pub_sequential(producer, topic, body, 200, RUN_TIMEOUT)  # warm-up, as the go harness does
             done = await pub_sequential(producer, topic, body, count, RUN_TIMEOUT)
         finally:
-            await producer.close()
+            await producer.stop()
         if done.failed:
             raise RuntimeError(f"{done.failed} PUBs failed: {done.first_error}")
         lat = sorted(done.latencies_ns)
@@ -196,9 +199,13 @@ def compare(nsqgo: Path, count: int, body_size: int, repeat: int, python: bool, 
             real.start()
         for (_, src), server in tidemq.items():
             start_tidemq(server, src)
-        targets = [Target(real.name, real.tcp) for real in reals]
+        targets = [Target(real.name, real.tcp, count) for real in reals]
         targets += [
-            Target(f"tidemq nsqd, {flush} flush" + (f" (base {src})" if src else ""), s.tcp)
+            Target(
+                f"tidemq nsqd, {flush} flush" + (f" (base {src})" if src else ""),
+                s.tcp,
+                count if flush == "async" else max(500, count // 10),
+            )
             for (flush, src), s in tidemq.items()
         ]
         for round_no in range(repeat):
@@ -206,9 +213,9 @@ def compare(nsqgo: Path, count: int, body_size: int, repeat: int, python: bool, 
                 for target in targets:
                     topic = f"lat_{round_no}_{int(time.time() * 1000) % 10**9}"
                     if client.startswith("go"):
-                        result = go_pub(nsqgo, target.address, topic, count, body_size)
+                        result = go_pub(nsqgo, target.address, topic, target.count, body_size)
                     else:
-                        result = py_pub(target.address, topic, count, body_size)
+                        result = py_pub(target.address, topic, target.count, body_size)
                     target.runs.setdefault(client, []).append(result)
                     line = f"round {round_no + 1} {client} -> {target.label}: {result[0]:,.0f} msg/s"
                     print(line, file=sys.stderr)
@@ -219,7 +226,8 @@ def compare(nsqgo: Path, count: int, body_size: int, repeat: int, python: bool, 
             server.stop()
             server.cleanup()
     print(machine())
-    print(f"{count:,} synchronous PUBs of {body_size} B per run, medians of {repeat} alternating rounds\n")
+    print(f"{count:,} synchronous PUBs of {body_size} B per run (sync flush: {max(500, count // 10):,}), "
+          f"medians of {repeat} alternating rounds\n")  # fmt: skip
     table(targets, clients)
 
 
