@@ -5,6 +5,8 @@
 //	        (--bodies-file F | --count N [--prefix P])
 //	consume (--nsqd-tcp-address H:P | --lookupd-http-address URL) --topic T --channel C --count N
 //	        [--max-in-flight M] [--fail-first K] [--touch] [--hold-ms H] [--msg-timeout-ms X]
+//	bench-pub --nsqd-tcp-address H:P --topic T --count N [--body-size B] [--warmup W]
+//	        (N synchronous Publish calls, one in flight; prints one JSON line with msgs_per_s, p50_us, p99_us)
 //
 // --compression none|snappy|deflate asks for stream compression; not being granted it is an error.
 // stdout carries JSON lines only (one per acknowledged command, or per delivered message, or per
@@ -19,6 +21,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -113,11 +116,13 @@ type options struct {
 	holdMs      int
 	msgTimeout  int
 	verbose     bool
+	bodySize    int
+	warmup      int
 }
 
 func parse(args []string) (*options, error) {
-	if len(args) == 0 || (args[0] != "publish" && args[0] != "consume") {
-		return nil, errors.New("usage: nsqgo publish|consume [options]")
+	if len(args) == 0 || (args[0] != "publish" && args[0] != "consume" && args[0] != "bench-pub") {
+		return nil, errors.New("usage: nsqgo publish|consume|bench-pub [options]")
 	}
 	o := &options{action: args[0]}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
@@ -139,6 +144,8 @@ func parse(args []string) (*options, error) {
 	fs.IntVar(&o.holdMs, "hold-ms", 0, "hold each message this long before finishing it")
 	fs.IntVar(&o.msgTimeout, "msg-timeout-ms", 0, "IDENTIFY msg_timeout (0: the server's)")
 	fs.BoolVar(&o.verbose, "verbose", false, "debug logs")
+	fs.IntVar(&o.bodySize, "body-size", 1024, "body bytes (bench-pub)")
+	fs.IntVar(&o.warmup, "warmup", 200, "untimed publishes before the timed ones (bench-pub)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
@@ -148,8 +155,11 @@ func parse(args []string) (*options, error) {
 	if o.compression != "none" && o.compression != "snappy" && o.compression != "deflate" {
 		return nil, fmt.Errorf("--compression: %q is not none, snappy or deflate", o.compression)
 	}
-	if o.action == "publish" && o.nsqd == "" {
-		return nil, errors.New("publish needs --nsqd-tcp-address")
+	if (o.action == "publish" || o.action == "bench-pub") && o.nsqd == "" {
+		return nil, errors.New(o.action + " needs --nsqd-tcp-address")
+	}
+	if o.action == "bench-pub" && (o.count <= 0 || o.bodySize <= 0) {
+		return nil, errors.New("bench-pub needs --count N > 0 and --body-size B > 0")
 	}
 	if o.action == "consume" {
 		if (o.nsqd == "") == (o.lookupd == "") {
@@ -264,6 +274,56 @@ func publish(o *options, w *watcher) int {
 	return exitOK
 }
 
+// benchPublish times o.count synchronous Publish calls of o.bodySize-byte bodies, one in flight: each
+// call returns only when nsqd has answered OK, so the rate is the inverse of the round trip.
+func benchPublish(o *options, w *watcher) int {
+	producer, err := nsq.NewProducer(o.nsqd, config(o))
+	if err != nil {
+		log.Printf("producer: %s", err)
+		return exitError
+	}
+	producer.SetLogger(w, nsq.LogLevelWarning)
+	defer producer.Stop()
+	if err := producer.Ping(); err != nil {
+		log.Printf("connect: %s", err)
+		return exitError
+	}
+	body := make([]byte, o.bodySize)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	for i := 0; i < o.warmup; i++ {
+		if err := producer.Publish(o.topic, body); err != nil {
+			log.Printf("PUB failed: %s", err)
+			return exitError
+		}
+	}
+	rtts := make([]time.Duration, o.count)
+	start := time.Now()
+	for i := 0; i < o.count; i++ {
+		t0 := time.Now()
+		if err := producer.Publish(o.topic, body); err != nil {
+			log.Printf("PUB failed: %s", err)
+			return exitError
+		}
+		rtts[i] = time.Since(t0)
+	}
+	elapsed := time.Since(start)
+	sort.Slice(rtts, func(a, b int) bool { return rtts[a] < rtts[b] })
+	pct := func(p float64) float64 {
+		return float64(rtts[int(p*float64(len(rtts)-1))].Nanoseconds()) / 1e3
+	}
+	emit(map[string]interface{}{
+		"messages":   o.count + o.warmup,
+		"timed":      o.count,
+		"seconds":    elapsed.Seconds(),
+		"msgs_per_s": float64(o.count) / elapsed.Seconds(),
+		"p50_us":     pct(0.50),
+		"p99_us":     pct(0.99),
+	})
+	return exitOK
+}
+
 type handler struct {
 	o        *options
 	w        *watcher
@@ -365,6 +425,8 @@ func main() {
 	go func() {
 		if o.action == "publish" {
 			result <- publish(o, w)
+		} else if o.action == "bench-pub" {
+			result <- benchPublish(o, w)
 		} else {
 			result <- consume(o, w, deadline)
 		}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import gc
+import os
 import socket
 import ssl
 from pathlib import Path
@@ -199,7 +200,7 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
 def run_plan(plan: ServerPlan) -> None:
     plan.on_ready = _ready
     try:
-        asyncio.run(serve(plan))
+        _run_profiled(plan) if os.environ.get(PROFILE_ENV) else asyncio.run(serve(plan))
     except (StoreError, ssl.SSLError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -210,6 +211,21 @@ def run_plan(plan: ServerPlan) -> None:
         if exc.errno == errno.EADDRNOTAVAIL:
             raise click.ClickException(f"cannot listen on that address: {exc.strerror}") from None
         raise click.ClickException(str(exc)) from None
+
+
+#: A path: the server runs under cProfile and dumps its stats there when it stops (SIGTERM or SIGINT stop
+#: it cleanly), for benchmarks/nsq_latency.py --profile and by hand; unset, nothing is imported or wrapped.
+PROFILE_ENV = "TIDEMQ_PROFILE"
+
+
+def _run_profiled(plan: ServerPlan) -> None:
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(asyncio.run, serve(plan))
+    finally:
+        profiler.dump_stats(os.environ[PROFILE_ENV])
 
 
 def _ready(parts: list[str]) -> None:

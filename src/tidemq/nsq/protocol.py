@@ -24,6 +24,8 @@ OK = b"OK"
 CLOSE_WAIT = b"CLOSE_WAIT"
 MESSAGE_HEADER = struct.Struct(">qH16s")  # timestamp ns, attempts, id
 _SIZE = struct.Struct(">i")
+#: "PUB " + a topic name of at most 64 bytes + "\n".
+_PUB_LINE_MAX = 4 + 64 + 1
 _FRAME_HEAD = struct.Struct(">ii")
 #: A message frame's whole head: size, frame type, then the message header.
 _MESSAGE_HEAD = struct.Struct(">iiqH16s")
@@ -384,6 +386,26 @@ class CommandParser:
         finally:
             del buf[: self._pos]
             self._pos = 0
+
+    def whole_pub(self, data: bytes | memoryview) -> Command | None:
+        """``data`` as one PUB when it is exactly one whole, well-sized PUB and nothing is buffered, else
+        None (then ``feed`` it). A producer waiting for each OK sends just that, so this skips the buffer,
+        the generator and the ``BodyAhead`` step; the caller still checks the line before storing it."""
+        if self._buf or self._pending is not None or self.broken or not self._magic_seen:
+            return None
+        if data[:4] != b"PUB ":
+            return None
+        view = memoryview(data)
+        end = bytes(view[:_PUB_LINE_MAX]).find(b"\n")  # a longer line has no valid topic: the general path
+        if end < 0 or len(view) < end + 5:
+            return None
+        (size,) = _SIZE.unpack_from(view, end + 1)
+        if len(view) != end + 5 + size or not 0 < size <= self.max_msg_size:
+            return None
+        line = bytes(view[4:end])
+        if not line or line.endswith(b"\r") or b" " in line:
+            return None  # nsqd's errors for such lines come from the general path
+        return Command(b"PUB", [line], bytes(view[end + 5 :]))
 
     def refuse(self) -> None:
         """The caller refused the ``BodyAhead`` just yielded: nothing more is parsed."""

@@ -108,6 +108,8 @@ class NsqConnection(BufferedReceiver):
         #: Output written after a FIN that was not durable yet: (journal position it waits for, data).
         self._held: list[tuple[int, Bytes]] = []
         self._flow = WriteFlow(self._write_stalled)
+        #: Publish lines (verb, params) that passed ``check_publish_line`` (``_line_problem``).
+        self._good_publish_lines: set[tuple[bytes, ...]] = set()
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------------------
 
@@ -140,19 +142,33 @@ class NsqConnection(BufferedReceiver):
                 self.close()
                 return
         commands, parser = self._commands, self.parser
-        for item in parser.feed(chunk):
-            if isinstance(item, BodyAhead):
-                problem = self._line_problem(item.command)
-                if problem is not None:  # nsqd refuses on the line alone, before reading the body
-                    parser.refuse()
-                    commands.append(problem)
-            else:
-                commands.append(item)
-        if self._worker is None or self._worker.done():
-            if not self._run_inline():
-                self._worker = asyncio.ensure_future(self._work())
-        elif self._writer is _AWAITING_FSYNC:
-            self._run_inline()  # publishes that came meanwhile are stored now; the next fsync covers them
+        pub = parser.whole_pub(chunk)
+        if pub is not None:  # the read is one whole PUB: what a producer waiting for each OK sends
+            problem = self._line_problem(pub)
+            if problem is not None:
+                parser.refuse()
+            commands.append(pub if problem is None else problem)
+        else:
+            for item in parser.feed(chunk):
+                if isinstance(item, BodyAhead):
+                    problem = self._line_problem(item.command)
+                    if problem is not None:  # nsqd refuses on the line alone, before reading the body
+                        parser.refuse()
+                        commands.append(problem)
+                else:
+                    commands.append(item)
+        # What this read answers inline (a PUB's OK, FIN errors, the messages a FIN made room for) leaves
+        # in one write as the read ends, not a loop pass later.
+        corked = self._output.cork()
+        try:
+            if self._worker is None or self._worker.done():
+                if not self._run_inline():
+                    self._worker = asyncio.ensure_future(self._work())
+            elif self._writer is _AWAITING_FSYNC:
+                self._run_inline()  # publishes that came meanwhile are stored now; the next fsync covers them
+        finally:
+            if corked:
+                self._output.uncork()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.nsqd.tcp_gate.release(self.remote_ip)
@@ -567,10 +583,21 @@ class NsqConnection(BufferedReceiver):
                 if cmd.params:
                     raise NSQError("E_INVALID", "AUTH invalid number of parameters")
             elif cmd.name != b"IDENTIFY":
-                check_publish_line(cmd, self.nsqd.config.max_req_timeout_ms)
+                line = (cmd.name, *cmd.params)
+                if line not in self._good_publish_lines:
+                    check_publish_line(cmd, self.nsqd.config.max_req_timeout_ms)
+                    self._remember_good(line)
         except NSQError as err:
             return err
         return None
+
+    def _remember_good(self, line: tuple[bytes, ...]) -> None:
+        """A publish line that passed ``check_publish_line``: it depends on the line alone, and a producer
+        repeats the same few lines, so later copies skip the check (a bounded set)."""
+        good = self._good_publish_lines
+        if len(good) >= _GOOD_LINES_KEPT:
+            good.clear()
+        good.add(line)
 
     async def publish(self, cmd: Command) -> None:
         """PUB, MPUB or DPUB, as ``_line_problem`` (before the body was read) allowed it."""
@@ -617,6 +644,8 @@ class NsqConnection(BufferedReceiver):
             self.send_response(OK)
 
 
+#: How many distinct good publish lines a connection remembers before it starts over.
+_GOOD_LINES_KEPT = 64
 _PUBLISHES = frozenset(name for name, verb in VERBS.items() if verb.publish)
 #: What a FinRun's checks see (they read only the verb).
 _FIN = Command(b"FIN", [])
