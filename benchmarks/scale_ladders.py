@@ -36,6 +36,10 @@ BODY = 1024
 BATCH = 100  # W1's send_batch settings (benchmarks/peers/plan.py)
 WINDOW = 4
 SETUP_CONCURRENCY = 64
+#: Topic creations in flight, and each one's timeout: a creation costs the broker time in proportion to the
+#: topics it already has (it persists and re-registers the whole table), so many at once would time out.
+CREATE_CONCURRENCY = 4
+CREATE_TIMEOUT = 120.0
 IDLE_PER_PROCESS = 500
 GROUPS_PER_PROCESS = 50
 BACKLOG_BODY = 4096
@@ -100,7 +104,7 @@ async def bounded(items: list[Any], run: Callable[[Any], Awaitable[object]], lim
 
 
 async def create_topics(namesrv: str, topics: list[str]) -> None:
-    """Topics on every master, ``SETUP_CONCURRENCY`` requests at once (Admin.create_topic asks the name
+    """Topics on every master, ``CREATE_CONCURRENCY`` requests at once (Admin.create_topic asks the name
     server for the masters each time: 10,000 topics would pay that 10,000 times)."""
     async with Admin(namesrv) as admin:
         masters: list[str] = []
@@ -115,9 +119,9 @@ async def create_topics(namesrv: str, topics: list[str]) -> None:
 
         async def create(topic: str) -> None:
             for conn in conns:
-                await api.create_topic(conn, topic, QUEUES)
+                await api.create_topic(conn, topic, QUEUES, timeout=CREATE_TIMEOUT)
 
-        await bounded(topics, create, SETUP_CONCURRENCY)
+        await bounded(topics, create, CREATE_CONCURRENCY)
 
 
 async def route_all(producer: Producer, topics: list[str]) -> None:
