@@ -137,6 +137,13 @@ $(KAFKA_JARS): benchmarks/peers/kafka/pom.xml | maven
 bench-quick: $(STAMP)
 	$(PY) benchmarks/peers/run.py --quick
 
+# The scale ladder (benchmarks/scale.py, docs/performance.md "Scale ladder"): throughput and broker RSS as
+# topics, clients, groups, backlog and pending timers grow; PNGs into var/scale/. SCALE_ARGS=--quick for ~2 min.
+.PHONY: bench-scale
+SCALE_ARGS ?=
+bench-scale: $(BENCH_STAMP)
+	$(PY) benchmarks/scale.py $(SCALE_ARGS)
+
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	touch $@

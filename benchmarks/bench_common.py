@@ -62,6 +62,8 @@ class Server:
     """
 
     name = "server"
+    #: Python options before ``-m tidemq`` (e.g. ``-m cProfile -o FILE`` to profile the server).
+    interpreter_args: list[str] = []
 
     def __init__(self, flush: str) -> None:
         self.flush = flush
@@ -91,7 +93,8 @@ class Server:
         ]  # fmt: skip
 
     def start(self, timeout: float = 30.0) -> None:
-        args = [sys.executable, "-m", "tidemq", *self.command(), "--data-dir", str(self.data_dir)]
+        args = [sys.executable, *self.interpreter_args, "-m", "tidemq", *self.command()]
+        args += ["--data-dir", str(self.data_dir)]
         args += ["--flush", self.flush]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
