@@ -57,7 +57,7 @@ class ServerProcess:
         self.lookupd_tcp_port = free_port()
         self.lookupd_http_port = free_port()
         self.grpc_port = free_port()
-        self.http_port = free_port()
+        self.ops_port = free_port()  # the operations port (console, /metrics)
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-{command}.log"
 
@@ -89,7 +89,7 @@ class ServerProcess:
     @property
     def http(self) -> str:
         """The HTTP operations port (``/metrics``; ``tidemq server`` only)."""
-        return f"127.0.0.1:{self.http_port}"
+        return f"127.0.0.1:{self.ops_port}"
 
     @property
     def broker(self) -> str:
@@ -107,7 +107,7 @@ class ServerProcess:
             args += ["--lookupd-http-port", str(self.lookupd_http_port)]
             args += ["--grpc-port", str(self.grpc_port)]
             if "--no-http" not in self.extra:
-                args += ["--http-port", str(self.http_port)]
+                args += ["--http-port", str(self.ops_port)]
         if self.command == "nsqd":
             args += [
                 "--tcp-address",

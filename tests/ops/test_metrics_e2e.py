@@ -214,7 +214,7 @@ def test_a_bad_path_is_404(server: ServerProcess) -> None:
 def test_no_http_leaves_the_port_closed_and_port_0_is_printed(tmp_path: Path) -> None:
     off = ServerProcess(tmp_path / "off", "--no-http").start()
     try:
-        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", off.http_port), timeout=2):
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", off.ops_port), timeout=2):
             pass
     finally:
         off.stop()

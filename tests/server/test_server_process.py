@@ -222,7 +222,7 @@ def test_config_file_sets_options(tmp_path: Path) -> None:
             "--grpc-port",
             str(server.grpc_port),
             "--http-port",
-            str(server.http_port),
+            str(server.ops_port),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
