@@ -15,7 +15,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.e2e
 def test_two_ladders_print_their_rows_and_plots(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     args = ["--ladder", "timers,clients", "--rungs", "1,3", "--seconds", "0.5", "--out", str(tmp_path)]
     run = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "scale.py"), *args],
