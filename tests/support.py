@@ -27,6 +27,7 @@ from tidemq.record import BatchItem, MessageExt, encode_batch, encode_properties
 from tidemq.remoting import jsonx
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
+from tidemq.remoting.frame import FrameDecoder
 from tidemq.remoting.transport import RemotingConnection, connect
 
 _handed_out: set[int] = set()
@@ -514,3 +515,13 @@ def hold_fsync(monkeypatch: Any, timeout: float = 10.0) -> tuple[threading.Event
 
     monkeypatch.setattr(os, "fsync", held_fsync)
     return inside, release
+
+
+async def tally_answers(reader: asyncio.StreamReader, answers: dict[int, int]) -> None:
+    """Count the remoting answers arriving on a raw socket by response code, until it closes (the abuse
+    tests pipeline thousands of requests without a client to match them)."""
+    decoder = FrameDecoder()
+    while data := await reader.read(256 * 1024):
+        for cmd in decoder.feed(memoryview(data)):
+            assert isinstance(cmd, RemotingCommand)
+            answers[cmd.code] = answers.get(cmd.code, 0) + 1

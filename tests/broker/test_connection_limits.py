@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import RawClient, ServerProcess, create_topic, unique
+from tests.support import RawClient, ServerProcess, create_topic, tally_answers, unique
 from tidemq.client import api
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.frame import FrameDecoder, encode
+from tidemq.remoting.frame import encode
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -61,15 +61,7 @@ async def test_held_pulls_per_connection_are_bounded_and_teardown_does_not_stall
     host, port = fresh_server.broker.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
     answers: dict[int, int] = {}
-    decoder = FrameDecoder()
-
-    async def read_answers() -> None:
-        while data := await reader.read(256 * 1024):
-            for cmd in decoder.feed(memoryview(data)):
-                assert isinstance(cmd, RemotingCommand)
-                answers[cmd.code] = answers.get(cmd.code, 0) + 1
-
-    reading = asyncio.create_task(read_answers())
+    reading = asyncio.create_task(tally_answers(reader, answers))
     total = 100_000
     batch = pull_frame(topic, 1, offset=0, suspend_ms=120_000)
     for _ in range(0, total, 2_000):

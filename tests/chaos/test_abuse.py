@@ -27,13 +27,13 @@ from tests.chaos.chaos_support import (
     report,
 )
 from tests.nsq_support import RawNsq
-from tests.support import RawClient, ServerProcess, create_topic, unique
+from tests.support import RawClient, ServerProcess, create_topic, tally_answers, unique
 from tidemq.client import api
 from tidemq.nsq.protocol import MAGIC_V2, encode_command
 from tidemq.record import BatchItem, encode_batch, encode_properties
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
-from tidemq.remoting.frame import FrameDecoder, encode
+from tidemq.remoting.frame import encode
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900 if LONG else 300)]
 
@@ -262,15 +262,7 @@ async def test_suspended_pulls_on_one_socket_then_closed(abuse: Abuse) -> None:
     host, port = server.broker.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
     answers: dict[int, int] = {}
-    decoder = FrameDecoder()
-
-    async def read_answers() -> None:
-        while data := await reader.read(256 * 1024):
-            for cmd in decoder.feed(memoryview(data)):
-                assert isinstance(cmd, RemotingCommand)
-                answers[cmd.code] = answers.get(cmd.code, 0) + 1
-
-    reading = asyncio.create_task(read_answers())
+    reading = asyncio.create_task(tally_answers(reader, answers))
     for _ in range(0, total, 2_000):
         writer.write(batch)
         await writer.drain()
