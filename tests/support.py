@@ -476,7 +476,11 @@ class ScriptRun:
 
     def describe(self) -> str:
         tail = self.stderr[-4000:]
-        return f"`{' '.join(self.argv[1:])}` exited {self.rc}, {len(self.records)} records; stderr:\n{tail}"
+        last = "\n".join(json.dumps(r) for r in self.records[-20:])
+        return (
+            f"`{' '.join(self.argv[1:])}` exited {self.rc}, {len(self.records)} records, the last:\n{last}\n"
+            f"stderr:\n{tail}"
+        )
 
 
 def run_script(argv: list[str], timeout: int, cwd: Path | None = None, **options: object) -> ScriptRun:

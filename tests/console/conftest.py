@@ -7,12 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support import ServerProcess, free_port, wait_listening
@@ -99,3 +101,17 @@ def settle(driver: Any, timeout: float = 20, poll_frequency: float = 0.5) -> Web
     return WebDriverWait(
         driver, timeout, poll_frequency=poll_frequency, ignored_exceptions=(StaleElementReferenceException,)
     )
+
+
+def open_page(driver: Any, url: str, css: str, timeout: float = 45) -> None:
+    """Load ``url`` until it shows ``css``, as a user reloads a page that a just-started, busy Java broker
+    answered too late (the console's error page names the request that failed, which the failure shows)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        driver.get(url)
+        if driver.find_elements(By.CSS_SELECTOR, css):
+            return
+        if time.monotonic() > deadline:
+            shown = driver.find_element(By.TAG_NAME, "body").text
+            raise AssertionError(f"{url} never showed {css}; the page said:\n{shown[:2000]}")
+        time.sleep(1)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pytest
 from selenium.webdriver.common.by import By
 
-from tests.console.conftest import Console, screenshot, settle
+from tests.console.conftest import Console, open_page, screenshot, settle
 from tests.console.test_console_topics import accept_confirm, text
 from tests.consumer_support import Collector, consumer
 from tests.real_nsq_support import RealLookupd, RealNsqd, nsq_binaries
@@ -90,7 +90,7 @@ async def send(namesrv: str, topic: str, bodies: list[bytes], keys: str | None =
 def test_overview_and_topics_on_a_real_cluster(
     cluster: JavaCluster, java_console: Console, browser: Any
 ) -> None:
-    browser.get(java_console.url + "/")
+    open_page(browser, java_console.url + "/", "#count-brokers b")
     assert text(browser, "#count-brokers b") == "2"
     brokers = text(browser, "#brokers tbody")
     assert "broker-a" in brokers and "broker-b" in brokers and "127.0.0.1" in brokers

@@ -167,15 +167,25 @@ def test_a_message_not_acked_comes_back_after_its_invisible_duration(
     peer.run("produce", topic=topic, count=2)
 
     # ack-attempt 2: the first delivery is left alone (the SDKs' nack) and must come back.
-    run = peer.run("simple-consume", topic=topic, group=group, expect=2, ack_attempt=2, invisible_seconds=10)
+    # The 5.3.3 broker revives an unacknowledged message late when the machine is busy (25 s seen, more
+    # than 50 s in one CI run), so the real broker gets the longer wait; tidemq must come back in time.
+    real = grpc_endpoint.name != "tidemq"
+    run = peer.run(
+        "simple-consume",
+        topic=topic,
+        group=group,
+        expect=2,
+        ack_attempt=2,
+        invisible_seconds=10,
+        timeout=150 if real else 60,
+    )
     received = events(run, "received")
     for body in ("m0", "m1"):
         deliveries = [r for r in received if r["body"] == body]
         assert [r["attempt"] for r in deliveries] == [1, 2], run.describe()
         assert deliveries[0]["id"] == deliveries[1]["id"]
         gap = deliveries[1]["received_ms"] - deliveries[0]["received_ms"]
-        # 10 s, plus the 5.3.3 broker's revive lag (25 s seen on a loaded machine).
-        assert 9_000 <= gap <= 35_000, gap
+        assert 9_000 <= gap <= (140_000 if real else 35_000), gap
     assert len(events(run, "acked")) == 2
 
 

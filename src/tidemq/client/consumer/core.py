@@ -9,6 +9,7 @@ listener behind a consume service (``PushConsumer``) or a buffer that ``poll`` r
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -129,6 +130,7 @@ class ConsumerCore:
         self.advance_offset_when_idle = True
         self.running = False
         self.paused = False
+        self._resetting = asyncio.Lock()
         self.started_at = 0
         self.rebalancer = Rebalancer(self)
         self._instance: ClientInstance | None = None
@@ -285,7 +287,8 @@ class ConsumerCore:
 
     async def rebalance(self) -> None:
         if self.running:
-            await self.rebalancer.rebalance()
+            async with self._resetting:  # a queue started mid-reset would read its old offset
+                await self.rebalancer.rebalance()
 
     async def persist_offsets(self) -> None:
         await self.offset_store.persist_all(set(self.rebalancer.process_queues))
@@ -294,16 +297,19 @@ class ConsumerCore:
         return self.offset_store.offsets(topic)
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
-        """RESET_CONSUMER_CLIENT_OFFSET: drop the queues, set the new offsets, persist, start again."""
-        self.paused = True
-        try:
-            for mq in [mq for mq in self.rebalancer.process_queues if mq.topic == topic]:
+        """RESET_CONSUMER_CLIENT_OFFSET: drop the named queues, set their new offsets, persist, start again.
+
+        Only the queues the request names, as in Java's ``resetOffset``: each broker of a topic sends its
+        own queues, and dropping the others would restart them mid-way from a stale stored offset. No
+        rebalance runs until the new offsets are stored, since a queue started meanwhile reads the old one.
+        """
+        named = {mq: offset for mq, offset in offsets.items() if mq.topic == topic}
+        async with self._resetting:
+            for mq, offset in named.items():
                 self.rebalancer.forget(mq)
-            for mq, offset in offsets.items():
                 self.offset_store.update(mq, offset)
+            for mq in named:
                 await self.offset_store.persist(mq)
-        finally:
-            self.paused = False
         self.instance.rebalance_now()
 
     async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
