@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from tests.support import RawClient, ServerProcess, tidemq_cli, unique
+from tidemq.broker.metadata import TopicConfigTable
 from tidemq.broker.topic_attributes import AttributeProblem, apply_changes, parse_changes
 from tidemq.client import api
 from tidemq.client.admin import Admin
@@ -142,5 +143,6 @@ def test_cli_topic_create_with_a_message_type(fresh_server: ServerProcess) -> No
         "topic", "create", topic, "--message-type", "transaction", "--namesrv", fresh_server.namesrv
     )
     assert done.returncode == 0, done.stderr
-    stored = json.loads((fresh_server.data_dir / "config" / "topics.json").read_text())
-    assert stored["topicConfigTable"][topic]["attributes"] == {"message.type": "TRANSACTION"}
+    # Stored: topics.json with its journal of changes not yet folded in (broker/metadata.py).
+    stored = TopicConfigTable(fresh_server.data_dir / "config" / "topics.json").get(topic)
+    assert stored is not None and stored.attributes == {"message.type": "TRANSACTION"}

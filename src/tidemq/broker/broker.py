@@ -15,13 +15,13 @@ import orjson
 
 from tidemq import loop_monitor
 from tidemq.acl import AclWatcher
-from tidemq.aio import cancel_and_wait, wait_or_timeout
+from tidemq.aio import cancel_and_wait
 from tidemq.broker.acl import AclService
 from tidemq.broker.clients import ClientManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.locks import RebalanceLockManager
 from tidemq.broker.long_polling import PullHoldService
-from tidemq.broker.metadata import SubscriptionGroupTable, TopicConfigTable
+from tidemq.broker.metadata import SubscriptionGroupTable, TopicConfig, TopicConfigTable
 from tidemq.broker.offsets import OffsetTable
 from tidemq.broker.processors import register_all
 from tidemq.broker.processors.pull import pull_message
@@ -63,7 +63,7 @@ class Broker:
         self.pop = PopStore.for_store(store_config)
         documents = self.store.documents("config")
         self.topics = TopicManager(
-            TopicConfigTable(documents.path("topics.json")), config, self.request_registration
+            TopicConfigTable(documents.path("topics.json")), config, self.topic_changed
         )
         self.groups = SubscriptionGroupTable(documents.path("subscriptionGroup.json"))
         self.consumer_offsets = OffsetTable(documents.path("consumerOffset.json"), "offsetTable")
@@ -105,7 +105,9 @@ class Broker:
         self.stats: dict[str, int] = {"put": 0, "get": 0}
         self.pulled = PulledPerMinute()
         self._namesrv_conns: dict[str, RemotingConnection] = {}
-        self._register_now = asyncio.Event()
+        #: Topics changed since they were last registered, and the task registering them (see topic_changed).
+        self._changed_topics: dict[str, TopicConfig] = {}
+        self._increment_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     def _rerun_pull(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None:
@@ -147,7 +149,11 @@ class Broker:
 
     async def close(self) -> None:
         await cancel_and_wait(self._tasks)
+        if self._increment_task is not None:
+            await cancel_and_wait([self._increment_task])
         await self._unregister_all()
+        self.topics.table.persist()
+        self.topics.table.journal.close()
         await self.schedule.close()
         await self.transactions.close()
         await self.timers.close()
@@ -262,19 +268,45 @@ class Broker:
 
     # --- name-server registration -------------------------------------------------------------------
 
-    def request_registration(self) -> None:
-        self._register_now.set()
+    def topic_changed(self, config: TopicConfig) -> None:
+        """Register a created or updated topic with the name servers, alone (Java's
+        registerIncrementBrokerData): they keep this broker's route for every other topic, so a create
+        costs the same with 10 topics or 10,000. Changes made while one registration is on the wire go
+        together in the next (Java's list form)."""
+        self._changed_topics[config.topic_name] = config
+        if self._increment_task is None or self._increment_task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop yet: the first full registration carries the topic
+                return
+            self._increment_task = loop.create_task(self._register_changed_topics())
 
-    def topic_config_wrapper(self) -> dict[str, Any]:
-        """Java's TopicConfigSerializeWrapper: what name servers and GET_ALL_TOPIC_CONFIG are given."""
+    async def _register_changed_topics(self) -> None:
+        while self._changed_topics:
+            changed, self._changed_topics = self._changed_topics, {}
+            await self._register(self._registration_body(changed))
+
+    async def topics_registered(self) -> None:
+        """Wait until every topic changed so far is known to the name servers."""
+        task = self._increment_task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
+
+    def topic_config_wrapper(self, topics: dict[str, TopicConfig] | None = None) -> dict[str, Any]:
+        """Java's TopicConfigSerializeWrapper: what name servers and GET_ALL_TOPIC_CONFIG are given, with
+        every topic or only ``topics`` (an increment)."""
+        chosen = self.topics.all() if topics is None else topics
         return {
             "dataVersion": self.topics.table.data_version.to_json(),
-            "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topics.all().items()},
+            "topicConfigTable": {name: cfg.to_json() for name, cfg in chosen.items()},
         }
 
     def registration_body(self) -> bytes:
+        return self._registration_body(None)
+
+    def _registration_body(self, topics: dict[str, TopicConfig] | None) -> bytes:
         return orjson.dumps(
-            {"filterServerList": [], "topicConfigSerializeWrapper": self.topic_config_wrapper()}
+            {"filterServerList": [], "topicConfigSerializeWrapper": self.topic_config_wrapper(topics)}
         )
 
     def _broker_header(self) -> dict[str, str]:
@@ -296,7 +328,9 @@ class Broker:
         return conn
 
     async def register_all(self) -> None:
-        body = self.registration_body()
+        await self._register(self.registration_body())
+
+    async def _register(self, body: bytes) -> None:
         ext = self._broker_header() | {"compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
         for addr in self.config.namesrv_addrs:
             try:
@@ -312,8 +346,7 @@ class Broker:
     async def _registration_loop(self) -> None:
         while True:
             await self.register_all()
-            self._register_now.clear()
-            await wait_or_timeout(self._register_now, self.config.register_interval_s)
+            await asyncio.sleep(self.config.register_interval_s)
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:

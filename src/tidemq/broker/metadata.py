@@ -15,6 +15,7 @@ from typing import Any
 from tidemq.remoting.names import camel
 from tidemq.remoting.route import PERM_READ, PERM_WRITE
 from tidemq.store.documents import read_json, write_json_atomic
+from tidemq.store.journal import DocumentJournal
 
 
 class _JsonShape:
@@ -82,16 +83,37 @@ class DataVersion:
 
 
 class TopicConfigTable:
-    """``config/topics.json``: every topic this broker holds."""
+    """``config/topics.json``: every topic this broker holds.
+
+    A change is appended to the document's journal (store/journal.py) before the caller answers, not
+    written by rewriting the whole document: creating N topics one by one stays O(N), and an acknowledged
+    create still survives a crash. ``topics.json`` keeps Java's shape and is brought up to date when the
+    table is opened (the broker's start), closed, and whenever the journal is as long as the table.
+    """
+
+    #: The journal is folded into topics.json once it holds this many changes, or the table's size if more.
+    COMPACT_MIN = 64
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.journal = DocumentJournal(path)
         raw = read_json(path, {})
         self.topics: dict[str, TopicConfig] = {
             name: TopicConfig.from_json(cfg) for name, cfg in raw.get("topicConfigTable", {}).items()
         }
         dv = raw.get("dataVersion", {})
         self.data_version = DataVersion(dv.get("counter", 0), dv.get("timestamp", 0))
+        for change in self.journal.replay():
+            self._apply(change)
+
+    def _apply(self, change: dict[str, Any]) -> None:
+        name, config = change["topic"], change["config"]
+        if config is None:
+            self.topics.pop(name, None)
+        else:
+            self.topics[name] = TopicConfig.from_json(config)
+        dv = change["dataVersion"]
+        self.data_version = DataVersion(dv["counter"], dv["timestamp"])
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
@@ -99,23 +121,29 @@ class TopicConfigTable:
     def put(self, config: TopicConfig) -> None:
         self.topics[config.topic_name] = config
         self.data_version.bump()
-        self.persist()
+        self._record(config.topic_name, config.to_json())
 
     def remove(self, topic: str) -> TopicConfig | None:
         config = self.topics.pop(topic, None)
         if config is not None:
             self.data_version.bump()
-            self.persist()
+            self._record(topic, None)
         return config
 
+    def _record(self, topic: str, config: dict[str, Any] | None) -> None:
+        self.journal.append({"topic": topic, "config": config, "dataVersion": self.data_version.to_json()})
+        if self.journal.entries >= max(self.COMPACT_MIN, len(self.topics)):
+            self.persist()
+
     def persist(self) -> None:
-        write_json_atomic(
-            self.path,
-            {
-                "dataVersion": self.data_version.to_json(),
-                "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topics.items()},
-            },
-        )
+        """Rewrite topics.json from memory and empty the journal (O(topics): not on every change)."""
+        self.journal.compact(self.document())
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topics.items()},
+        }
 
 
 class SubscriptionGroupTable:

@@ -56,7 +56,11 @@ def is_system_topic(name: str) -> bool:
 
 
 class TopicManager:
-    def __init__(self, table: TopicConfigTable, config: BrokerConfig, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self, table: TopicConfigTable, config: BrokerConfig, on_change: Callable[[TopicConfig], None]
+    ) -> None:
+        """``on_change``: told of each created or updated topic, to register it with the name servers
+        (alone, as Java's registerIncrementBrokerData does)."""
         self.table = table
         self.config = config
         self.on_change = on_change
@@ -99,7 +103,7 @@ class TopicManager:
             config.write_queue_nums,
             config.perm,
         )
-        self.on_change()
+        self.on_change(config)
 
     def create_in_send(
         self, topic: str, default_topic: str, queue_nums: int, topic_sys_flag: int
@@ -131,7 +135,6 @@ class TopicManager:
         return config
 
     def delete(self, topic: str) -> bool:
-        removed = self.table.remove(topic) is not None
-        if removed:
-            self.on_change()
-        return removed
+        """Forget ``topic`` here. The name servers are not told (Java's broker does not register on a
+        delete either): their route goes with DELETE_TOPIC_IN_NAMESRV, which an admin sends next."""
+        return self.table.remove(topic) is not None

@@ -61,6 +61,9 @@ class MessageStore:
         self.commitlog = CommitLog(root / "commitlog", config.segment_bytes)
         self.index = KeyIndex(root / "index" / "keys2.idx") if config.index_keys else None
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: Each topic's queue ids, so a topic's queues are found without scanning every queue (a delete of
+        #: each of N topics would be O(N^2) otherwise).
+        self._queue_ids: dict[str, set[int]] = {}
         self._checkpoint_path = root / "checkpoint.json"
         self.dispatch_listeners: list[DispatchListener] = []
         #: Called with a topic's name when it is deleted, so front-ends forget their state of it.
@@ -104,7 +107,7 @@ class MessageStore:
                     cq = ConsumeQueue(
                         queue_dir, topic_dir.name, int(queue_dir.name), self.config.cq_entries_per_file
                     )
-                    self._queues[(topic_dir.name, cq.queue_id)] = cq
+                    self._add_queue(cq)
 
     def _recover(self) -> None:
         started = time.monotonic()
@@ -162,17 +165,21 @@ class MessageStore:
         if cq is None:
             directory = self.config.data_dir / "consumequeue" / topic / str(queue_id)
             cq = ConsumeQueue(directory, topic, queue_id, self.config.cq_entries_per_file)
-            self._queues[(topic, queue_id)] = cq
+            self._add_queue(cq)
         return cq
+
+    def _add_queue(self, cq: ConsumeQueue) -> None:
+        self._queues[(cq.topic, cq.queue_id)] = cq
+        self._queue_ids.setdefault(cq.topic, set()).add(cq.queue_id)
 
     def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
 
     def topic_names(self) -> set[str]:
-        return {t for t, _ in self._queues}
+        return set(self._queue_ids)
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for t, q in self._queues if t == topic)
+        return sorted(self._queue_ids.get(topic, ()))
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queues.get((topic, queue_id))
@@ -524,8 +531,8 @@ class MessageStore:
     # --- topics and retention -----------------------------------------------------------------------
 
     def delete_topic(self, topic: str) -> None:
-        for key in [k for k in self._queues if k[0] == topic]:
-            self._queues.pop(key).destroy()
+        for queue_id in self._queue_ids.pop(topic, ()):
+            self._queues.pop((topic, queue_id)).destroy()
         shutil.rmtree(self.config.data_dir / "consumequeue" / topic, ignore_errors=True)
         for listener in self.topic_deleted_listeners:
             listener(topic)

@@ -36,5 +36,5 @@ def register_table(
 
 async def after_registration(broker: Broker, response: RemotingCommand) -> RemotingCommand:
     """Answer once the name servers know of a topic just created: the client looks its route up next."""
-    await broker.register_all()
+    await broker.topics_registered()
     return response
