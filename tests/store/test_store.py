@@ -14,10 +14,12 @@ import pytest
 from tests.support import hold_fsync
 from tidemq.broker.offsets import OffsetTable
 from tidemq.record import (
+    LOOPBACK_HOST,
     BatchItem,
     MessageDecodeError,
     StoredBatch,
     build_stored_batch,
+    build_uniform_batch,
     decode_record,
     encode_batch,
     encode_record,
@@ -246,6 +248,38 @@ async def test_batch_records_are_stored_back_to_back_and_indexed(tmp_path: Path,
     await store.close()
     reopened = _open(tmp_path)  # the index survives a restart
     assert len(reopened.query_by_key("B", "U0", 5, 0, 0)) == 1
+    await reopened.close()
+
+
+async def test_a_keyless_batch_skips_the_key_index_and_keyed_records_are_still_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nsqd's records have no key: storing them never reaches the key index (it was called once per PUB
+    for nothing); a keyed record stored after them, and after a restart, is indexed and found."""
+    store = _open(tmp_path)
+    index = store.index
+    assert index is not None
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the key index was called for keyless records")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(index, "add_many", refuse)
+        patch.setattr(index, "add_hashed", refuse)
+        for count in (1, 3):
+            bodies = [b"nsq-%d" % i for i in range(count)]
+            batch = build_uniform_batch(
+                bodies, topic="nsq:t", queue_id=0, properties="", timestamp=1,
+                born_host=LOOPBACK_HOST, store_host=LOOPBACK_HOST,
+            )  # fmt: skip
+            store.put_batch("nsq:t", 0, batch)
+    assert _bodies(store, "nsq:t", 0) == [b"nsq-0", b"nsq-0", b"nsq-1", b"nsq-2"]
+    _append(store, "K", 0, b"keyed", keys="order-7")
+    assert [m.body for m in map(decode_record, store.query_by_key("K", "order-7", 5, 0, 0))] == [b"keyed"]
+    await store.close()
+    reopened = _open(tmp_path)
+    assert len(reopened.query_by_key("K", "order-7", 5, 0, 0)) == 1
+    assert _bodies(reopened, "nsq:t", 0) == [b"nsq-0", b"nsq-0", b"nsq-1", b"nsq-2"]
     await reopened.close()
 
 

@@ -302,7 +302,9 @@ def build_uniform_batch(
         append(tail)
         sizes.append(size)
     no_keys: list[bytes] = []  # never appended to: shared by every record
-    return StoredBatch(bytearray().join(parts), sizes, [0] * len(bodies), [no_keys] * len(bodies))
+    return StoredBatch(
+        bytearray().join(parts), sizes, [0] * len(bodies), [no_keys] * len(bodies), keyless=True
+    )
 
 
 def record_properties(record: bytes | bytearray | memoryview) -> bytes:

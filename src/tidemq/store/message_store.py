@@ -264,20 +264,25 @@ class MessageStore:
             hold.defer(phys_offsets, sizes, batch.tags_codes)
         else:
             try:
-                cq.append_many(phys_offsets, sizes, batch.tags_codes)
+                if len(sizes) == 1:  # a single send or PUB: one entry, packed straight
+                    cq.append(phys_offsets[0], sizes[0], batch.tags_codes[0])
+                else:
+                    cq.append_many(phys_offsets, sizes, batch.tags_codes)
             except OSError as exc:
                 self._roll_back(seg, base, [(cq, first_queue_offset)])
                 raise self._write_failure(exc) from None
         cq.bytes_in += len(data)
-        if self.index is not None:
+        if self.index is not None and not batch.keyless:  # nsqd's records have no key to index
             if batch.key_hashes is not None:
                 self.index.add_hashed(batch.key_hashes, phys_offsets)
             else:
                 self.index.add_many(topic, batch.keys, phys_offsets)
         end_queue_offset = first_queue_offset + len(sizes)
-        if hold is None:
+        if hold is None and self.dispatch_listeners:
+            tags_codes = batch.tags_codes
+            distinct = tags_codes if len(tags_codes) == 1 else set(tags_codes)
             for listener in self.dispatch_listeners:
-                for tags_code in set(batch.tags_codes):
+                for tags_code in distinct:
                     listener(topic, queue_id, end_queue_offset, tags_code)
         return PutResult(phys_offsets, list(range(first_queue_offset, end_queue_offset)), base + len(data))
 

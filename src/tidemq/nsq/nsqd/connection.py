@@ -9,7 +9,8 @@ heartbeat) knows a crash cannot bring that message back.
 
 A connection has two states: the protocol ``State`` (verbs.py: which verbs it may send; /stats shows
 it) and its ``Lifecycle`` (lifecycle.py: open, closing once held output is written, closed), which moves
-only through ``_move``. The worker's wait for an fsync is the ``Writer`` state.
+only through ``_move``. Publishing, with its own state (the answers waiting for an fsync, the worker's
+wait for it: the ``Writer`` state), is the connection's ``Publisher`` (publisher.py).
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamComp
 from tidemq.nsq.nsqd import identify, refusal
 from tidemq.nsq.nsqd.auth import AuthSession
 from tidemq.nsq.nsqd.channel import Channel
-from tidemq.nsq.nsqd.chunked_publish import CHUNK_MESSAGES
 from tidemq.nsq.nsqd.config import TLSRequired
 from tidemq.nsq.nsqd.lifecycle import TRANSITIONS, Event, Lifecycle, Writer
-from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, check_publish_line, unknown_verb, wrong_state
+from tidemq.nsq.nsqd.publisher import Publisher, is_big_mpub
+from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, unknown_verb, wrong_state
 from tidemq.nsq.nsqd.write_flow import OUTPUT_HIGH_WATER, WriteFlow
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
@@ -45,12 +46,9 @@ from tidemq.nsq.protocol import (
     FinRun,
     FrameType,
     NSQError,
-    decode_mpub,
-    decode_mpub_steps,
     encode_frame,
     encode_messages,
     go_quote,
-    mpub_count,
     parse_int,
     valid_name,
 )
@@ -89,15 +87,12 @@ class NsqConnection(BufferedReceiver):
         self.last_read = time.monotonic()
         self.connected_at = int(time.time())
         self.stats = {"message_count": 0, "finish_count": 0, "requeue_count": 0}
-        self.pub_counts: dict[str, int] = {}
         self.tls = False
         self.compression: StreamCompression | None = None
         self.auth_session = AuthSession(nsqd.authenticator, nsqd.auth_required, self._peer)
         self._commands: deque[Command | FinRun | NSQError] = deque()
-        #: Sync flush: (log end, error code) of publishes stored but not yet answered.
-        self._unanswered: list[tuple[int, str]] = []
-        #: AWAITING_FSYNC while the worker waits for the fsync that answers the publishes it took.
-        self._writer = Writer.WRITING
+        #: PUB, MPUB and DPUB: their stored-but-unanswered publishes and the wait for the fsync.
+        self.publisher = Publisher(self)
         self._worker: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         #: nsqd's output buffer with a timeout of one loop pass (held during a TLS upgrade).
@@ -108,8 +103,6 @@ class NsqConnection(BufferedReceiver):
         #: Output written after a FIN that was not durable yet: (journal position it waits for, data).
         self._held: list[tuple[int, Bytes]] = []
         self._flow = WriteFlow(self._write_stalled)
-        #: Publish lines (verb, params) that passed ``check_publish_line`` (``_line_problem``).
-        self._good_publish_lines: set[tuple[bytes, ...]] = set()
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------------------
 
@@ -164,7 +157,7 @@ class NsqConnection(BufferedReceiver):
             if self._worker is None or self._worker.done():
                 if not self._run_inline():
                     self._worker = asyncio.ensure_future(self._work())
-            elif self._writer is _AWAITING_FSYNC:
+            elif self.publisher.writer is _AWAITING_FSYNC:
                 self._run_inline()  # publishes that came meanwhile are stored now; the next fsync covers them
         finally:
             if corked:
@@ -183,6 +176,11 @@ class NsqConnection(BufferedReceiver):
             self.nsqd.unsubscribe(self.channel, self)
 
     # --- output ---------------------------------------------------------------------------------------
+
+    @property
+    def pub_counts(self) -> dict[str, int]:
+        """Messages this client published per topic (/stats)."""
+        return self.publisher.pub_counts
 
     @property
     def remote_ip(self) -> str:
@@ -318,12 +316,12 @@ class NsqConnection(BufferedReceiver):
         else, an error included, waits its turn behind those answers. Returns True once nothing is left
         (no command, no answer waiting); else the worker task takes over from there, in order.
         """
-        commands = self._commands
+        commands, publisher = self._commands, self.publisher
         pump = False
         check_tls = self._tls_missing
         while commands and self.lifecycle is _OPEN:
             item = commands[0]
-            if (self._unanswered or self._writer is _AWAITING_FSYNC) and not _is_publish(item):
+            if (publisher.unanswered or publisher.writer is _AWAITING_FSYNC) and not _is_publish(item):
                 break  # answers are waiting for an fsync: only publishes run ahead of them
             if isinstance(item, FinRun):
                 commands.popleft()
@@ -336,7 +334,7 @@ class NsqConnection(BufferedReceiver):
             if inline is None:
                 break
             verb, handler = inline
-            if verb.publish and (self.auth_session.required or _is_big_mpub(item)):
+            if verb.publish and (self.auth_session.required or is_big_mpub(item)):
                 break  # the permission check may wait for the auth server; a big MPUB yields as it goes
             commands.popleft()
             try:
@@ -348,13 +346,13 @@ class NsqConnection(BufferedReceiver):
                     raise wrong_state(item.name)
                 pump |= handler(self, item)
             except NSQError as err:
-                if self._unanswered or self._writer is _AWAITING_FSYNC:
+                if publisher.unanswered or publisher.writer is _AWAITING_FSYNC:
                     commands.appendleft(err)  # answered in its turn, after the publishes before it
                     break
                 self._answer_error(err)
         if pump and self.channel is not None:
             self.channel.pump()
-        return self.lifecycle is not _OPEN or not (commands or self._unanswered)
+        return self.lifecycle is not _OPEN or not (commands or publisher.unanswered)
 
     def _fin_run(self, msg_ids: list[bytes], check_tls: bool) -> None:
         """FIN lines back to back: the connection's state is checked once for the run (a refusal is fatal,
@@ -384,13 +382,13 @@ class NsqConnection(BufferedReceiver):
     async def _work(self) -> None:
         """What ``_run_inline`` leaves, in order: the answers that wait for an fsync (one fsync answers
         every publish stored before it), and commands that may wait, or errors."""
-        commands = self._commands
+        commands, publisher = self._commands, self.publisher
         while self.lifecycle is _OPEN:
             try:
                 if self._run_inline():
                     return
-                if self._unanswered and not (commands and _is_publish(commands[0])):
-                    await self._answer_publishes()
+                if publisher.unanswered and not (commands and _is_publish(commands[0])):
+                    await publisher.answer_publishes()
                     continue
                 item = commands.popleft()
                 if isinstance(item, NSQError):
@@ -399,7 +397,7 @@ class NsqConnection(BufferedReceiver):
                 await self._handle(item)
             except NSQError as err:
                 with contextlib.suppress(NSQError):
-                    await self._answer_publishes()  # the answers to earlier commands go first
+                    await publisher.answer_publishes()  # the answers to earlier commands go first
                 self._answer_error(err)
 
     def _answer_error(self, err: NSQError) -> None:
@@ -409,24 +407,6 @@ class NsqConnection(BufferedReceiver):
             log.info("client %s: %s; closing", self.remote, err)
             self._commands.clear()
             self.close()
-
-    async def _answer_publishes(self) -> None:
-        """Sync flush: answer the publishes stored so far once one fsync covers them all, in order.
-
-        Pipelined publishes on one connection are appended back to back and share that fsync (group
-        commit) instead of each waiting for its own.
-        """
-        if not self._unanswered:
-            return
-        unanswered, self._unanswered = self._unanswered, []
-        end_offset, error_code = max(unanswered)
-        self._writer = Writer.AWAITING_FSYNC
-        try:
-            await self.nsqd.wait_durable(end_offset, error_code)
-        finally:
-            self._writer = Writer.WRITING
-        for _ in unanswered:
-            self.send_response(OK)
 
     async def _handle(self, cmd: Command) -> None:
         handler = _QUEUED.get(cmd.name)
@@ -583,89 +563,36 @@ class NsqConnection(BufferedReceiver):
                 if cmd.params:
                     raise NSQError("E_INVALID", "AUTH invalid number of parameters")
             elif cmd.name != b"IDENTIFY":
-                line = (cmd.name, *cmd.params)
-                if line not in self._good_publish_lines:
-                    check_publish_line(cmd, self.nsqd.config.max_req_timeout_ms)
-                    self._remember_good(line)
+                self.publisher.check_line(cmd)
         except NSQError as err:
             return err
         return None
 
-    def _remember_good(self, line: tuple[bytes, ...]) -> None:
-        """A publish line that passed ``check_publish_line``: it depends on the line alone, and a producer
-        repeats the same few lines, so later copies skip the check (a bounded set)."""
-        good = self._good_publish_lines
-        if len(good) >= _GOOD_LINES_KEPT:
-            good.clear()
-        good.add(line)
 
-    async def publish(self, cmd: Command) -> None:
-        """PUB, MPUB or DPUB, as ``_line_problem`` (before the body was read) allowed it."""
-        if _is_big_mpub(cmd):
-            await self._publish_big(cmd)
-            return
-        bodies = self._bodies(cmd)
-        await self.auth_session.check(cmd.name.decode(), cmd.params[0].decode(errors="replace"))
-        self._store(cmd, bodies)
-
-    async def _publish_big(self, cmd: Command) -> None:
-        """An MPUB of many messages: decoded and stored in steps that let the loop run others
-        (nsqd/chunked_publish.py); answered after the publishes before it."""
-        bodies: list[bytes] = []
-        for _ in decode_mpub_steps(cmd.body or b"", self.nsqd.config.max_msg_size, bodies):
-            await asyncio.sleep(0)
-        topic = cmd.params[0].decode(errors="replace")
-        await self.auth_session.check("MPUB", topic)
-        await self._answer_publishes()
-        await self.nsqd.publish(topic, bodies, error_code="E_MPUB_FAILED")
-        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
-        self.send_response(OK)
-
-    def publish_inline(self, cmd: Command) -> bool:
-        """``publish`` without a task: what ``_run_inline`` runs when no AUTH can make it wait."""
-        self._store(cmd, self._bodies(cmd))
-        return False
-
-    def _bodies(self, cmd: Command) -> list[bytes]:
-        if cmd.name == b"MPUB":
-            return decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size)
-        return [cmd.body or b""]
-
-    def _store(self, cmd: Command, bodies: list[bytes]) -> None:
-        verb = cmd.name.decode()
-        topic = cmd.params[0].decode(errors="replace")
-        defer_ms = parse_int(cmd.params[1], verb, "timeout") if verb == "DPUB" else 0
-        error_code = f"E_{verb}_FAILED"
-        end_offset = self.nsqd.append(topic, bodies, defer_ms=defer_ms, error_code=error_code)
-        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
-        if self.nsqd.sync_flush:
-            self._unanswered.append((end_offset, error_code))
-        else:
-            self.send_response(OK)
-
-
-#: How many distinct good publish lines a connection remembers before it starts over.
-_GOOD_LINES_KEPT = 64
 _PUBLISHES = frozenset(name for name, verb in VERBS.items() if verb.publish)
 #: What a FinRun's checks see (they read only the verb).
 _FIN = Command(b"FIN", [])
 _FIN_VERB = VERBS[b"FIN"]
 
 
-def _is_big_mpub(cmd: Command) -> bool:
-    return cmd.name == b"MPUB" and mpub_count(cmd.body) > CHUNK_MESSAGES
-
-
 def _is_publish(item: Command | FinRun | NSQError) -> bool:
     return isinstance(item, Command) and item.name in _PUBLISHES
+
+
+def _publish_inline(conn: NsqConnection, cmd: Command) -> bool:
+    return conn.publisher.publish_inline(cmd)
+
+
+async def _publish(conn: NsqConnection, cmd: Command) -> None:
+    await conn.publisher.publish(cmd)
 
 
 InlineHandler = Callable[[NsqConnection, Command], bool]
 QueuedHandler = Callable[[NsqConnection, Command], Awaitable[None]]
 _INLINE_HANDLERS: dict[bytes, InlineHandler] = {
-    b"PUB": NsqConnection.publish_inline,
-    b"MPUB": NsqConnection.publish_inline,
-    b"DPUB": NsqConnection.publish_inline,
+    b"PUB": _publish_inline,
+    b"MPUB": _publish_inline,
+    b"DPUB": _publish_inline,
     b"RDY": NsqConnection.ready,
     b"FIN": NsqConnection.fin,
     b"REQ": NsqConnection.req,
@@ -677,9 +604,9 @@ _QUEUED_HANDLERS: dict[bytes, QueuedHandler] = {
     b"IDENTIFY": NsqConnection.identify,
     b"AUTH": NsqConnection.auth,
     b"SUB": NsqConnection.sub,
-    b"PUB": NsqConnection.publish,
-    b"MPUB": NsqConnection.publish,
-    b"DPUB": NsqConnection.publish,
+    b"PUB": _publish,
+    b"MPUB": _publish,
+    b"DPUB": _publish,
 }
 #: ``VERBS``' inline verbs with their rule and handler (one lookup per command on the hot path).
 _INLINE: dict[bytes, tuple[Verb, InlineHandler]] = {
