@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 Bytes = bytes | bytearray | memoryview
+
+log = logging.getLogger(__name__)
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]]) -> None:
@@ -54,6 +57,20 @@ async def wait_or_timeout(event: asyncio.Event, timeout_s: float | None) -> None
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
             await event.wait()
+
+
+async def finish_in_thread(func: Callable[..., None], *args: Any) -> None:
+    """Run ``func`` on a worker thread, to its end even when the caller is cancelled meanwhile: the caller
+    holds the files (a lock, descriptors) the thread uses and must not let go of them, nor start the next
+    round on them, before the thread is done. The cancellation is raised once it is."""
+    job = asyncio.get_running_loop().run_in_executor(None, func, *args)
+    try:
+        await asyncio.shield(job)
+    except asyncio.CancelledError:
+        await asyncio.wait([job])
+        if job.exception() is not None:
+            log.error("work interrupted by a cancellation failed: %s", job.exception())
+        raise
 
 
 #: Bytes one read may take: asyncio's own limit for a plain protocol's ``recv``.

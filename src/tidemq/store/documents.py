@@ -17,6 +17,15 @@ from typing import Any
 import orjson
 
 
+def fsync_directory(directory: Path) -> None:
+    """Make a rename or a new file in ``directory`` durable (Linux needs the folder itself synced)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_json_atomic(path: Path, value: Any) -> None:
     """Replace the document at ``path`` by ``value``, durably (its folder is created if missing)."""
     path.parent.mkdir(parents=True, exist_ok=True)

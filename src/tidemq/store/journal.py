@@ -20,18 +20,9 @@ from typing import Any
 
 import orjson
 
-from tidemq.store.documents import write_json_atomic
+from tidemq.store.documents import fsync_directory, write_json_atomic
 
 log = logging.getLogger(__name__)
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a rename or a new file in ``directory`` durable (Linux needs the folder itself synced)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class DocumentJournal:

@@ -17,9 +17,8 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from tidemq.aio import cancel_and_wait, wait_or_timeout
+from tidemq.aio import cancel_and_wait, finish_in_thread, wait_or_timeout
 from tidemq.histogram import LatencyHistogram
 from tidemq.record import StoredBatch, decode_record, record_properties
 from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
@@ -334,7 +333,7 @@ class MessageStore:
             try:
                 if segments:
                     started = time.perf_counter()
-                    await _finish_in_thread(_fsync_all, [seg.fileno() for seg in segments])
+                    await finish_in_thread(_fsync_all, [seg.fileno() for seg in segments])
                     self.flush_latency.observe(time.perf_counter() - started)
             except OSError as exc:
                 for seg in segments:
@@ -390,7 +389,7 @@ class MessageStore:
             for mf in files:
                 mf.dirty = False
             try:
-                await _finish_in_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
+                await finish_in_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
             except OSError:
                 for mf in files:  # fsynced again next time, before a checkpoint can pass them
                     mf.dirty = True
@@ -579,20 +578,6 @@ class MessageStore:
             self.index.close()
         self.commitlog.close()
         os.close(self._lock_fd)
-
-
-async def _finish_in_thread(func: Callable[..., None], *args: Any) -> None:
-    """Run ``func`` on a worker thread, to its end even when the caller is cancelled meanwhile (a store
-    closing): the caller holds the file-system lock for the descriptors the thread uses, and must not
-    let go of it, nor leave the thread's duplicated descriptors unclosed, before the thread is done."""
-    job = asyncio.get_running_loop().run_in_executor(None, func, *args)
-    try:
-        await asyncio.shield(job)
-    except asyncio.CancelledError:
-        await asyncio.wait([job])
-        if job.exception() is not None:
-            log.error("store: flush interrupted by shutdown failed: %s", job.exception())
-        raise
 
 
 def _fsync_all(fds: list[int]) -> None:

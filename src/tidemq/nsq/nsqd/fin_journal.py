@@ -22,11 +22,12 @@ import logging
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from tidemq.aio import wait_or_timeout
+from tidemq.aio import finish_in_thread, wait_or_timeout
+from tidemq.store.documents import fsync_directory
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class FinJournal:
         end = self.appended
         generation = self.generation
         try:
-            await _finish_in_thread(self._write, data, generation, fsync)
+            await finish_in_thread(self._write, data, generation, fsync)
         except OSError as exc:
             self.error = f"FIN journal write failed: {exc}"
             log.error("nsqd: %s", self.error)
@@ -177,7 +178,7 @@ class FinJournal:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             self._fd_generation = generation
             self._in_file = os.fstat(self._fd).st_size
-            _fsync_directory(self.directory)  # the new file's name must survive power loss too
+            fsync_directory(self.directory)  # the new file's name must survive power loss too
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view) :]
@@ -217,22 +218,3 @@ def replay(directory: Path, from_generation: int) -> Iterator[tuple[bytes, tuple
             count = (size - _ID.size) // 8
             yield body[: _ID.size], struct.unpack_from(f">{count}Q", body, _ID.size)
             pos += _HEADER.size + size
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-async def _finish_in_thread(func: Callable[..., None], *args: Any) -> None:
-    """Run ``func`` on a worker thread to its end even if the caller is cancelled meanwhile: the next
-    round must not touch the journal's file while this one still writes it."""
-    job = asyncio.get_running_loop().run_in_executor(None, func, *args)
-    try:
-        await asyncio.shield(job)
-    except asyncio.CancelledError:
-        await asyncio.wait([job])
-        raise
