@@ -6,7 +6,8 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 from tests.support import RawClient, eventually, unique
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, PushConsumer
@@ -86,6 +87,30 @@ def consumer(
     c.subscribe(topic, expression)
     c.register_listener(listener, orderly=orderly)  # type: ignore[arg-type]
     return c
+
+
+@asynccontextmanager
+async def caught_up(
+    namesrv: str, group: str, topic: str, got: Collector, count: int, timeout: float = 30.0, **kwargs: object
+) -> AsyncIterator[PushConsumer]:
+    """A push consumer of ``group`` from the first offset, online once ``count`` distinct messages have
+    reached ``got`` and their offsets are committed (drain); shut down on leaving."""
+    c = consumer(namesrv, group, topic, got, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **kwargs)
+    await c.start()
+    try:
+        await eventually(lambda: len(got.distinct()) >= count, what=f"{count} consumed", timeout=timeout)
+        await c.drain()
+        yield c
+    finally:
+        await c.shutdown()
+
+
+async def consume_once(
+    namesrv: str, group: str, topic: str, got: Collector, count: int, timeout: float = 30.0, **kwargs: object
+) -> None:
+    """``count`` distinct messages consumed by ``group`` from the first offset, then the consumer gone."""
+    async with caught_up(namesrv, group, topic, got, count, timeout, **kwargs):
+        pass
 
 
 async def committed_offsets(broker: str, group: str, topic: str, queues: int) -> list[int]:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.consumer_support import Collector, committed_offsets, consumer, max_offsets, produce
+from tests.consumer_support import Collector, caught_up, committed_offsets, max_offsets, produce
 from tests.support import RawClient, ServerProcess, create_topic, eventually, unique
 from tidemq.client.admin import Admin
-from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.remoting.codes import RequestCode, ResponseCode
 
 pytestmark = pytest.mark.e2e
@@ -19,11 +18,7 @@ async def test_online_consumer_is_reset_to_earliest_and_consumes_again(server: S
     await create_topic(server.broker, topic, 2, routed_by=server.namesrv)
     await produce(server.namesrv, topic, 6)
     got = Collector()
-    c = consumer(server.namesrv, group, topic, got, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-    await c.start()
-    try:
-        await eventually(lambda: len(got.bodies) >= 6, what="6 consumed", timeout=30.0)
-        await c.drain()
+    async with caught_up(server.namesrv, group, topic, got, 6):
         seen = len(got.bodies)
         async with Admin(server.namesrv) as admin:
             done = await admin.reset_offset(group, topic, "earliest")
@@ -32,8 +27,6 @@ async def test_online_consumer_is_reset_to_earliest_and_consumes_again(server: S
         # read these six again.
         await eventually(lambda: len(got.bodies) >= seen + 6, what="6 consumed again", timeout=30.0)
         assert sorted(got.bodies[seen : seen + 6]) == sorted(b"m%d" % i for i in range(6))
-    finally:
-        await c.shutdown()
 
 
 async def test_no_consumer_online_is_consumer_not_online_and_admin_commits(server: ServerProcess) -> None:

@@ -3,11 +3,13 @@ Debian's headless chromium driven through Selenium and /usr/bin/chromedriver (no
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.support import ServerProcess, free_port, wait_listening
@@ -115,3 +118,70 @@ def open_page(driver: Any, url: str, css: str, timeout: float = 45) -> None:
             shown = driver.find_element(By.TAG_NAME, "body").text
             raise AssertionError(f"{url} never showed {css}; the page said:\n{shown[:2000]}")
         time.sleep(1)
+
+
+def text(driver: Any, css: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def accept_confirm(driver: Any) -> str:
+    """Accept the page's confirm() dialog; what it asked."""
+    alert = settle(driver, 10).until(expected_conditions.alert_is_present())
+    asked = str(alert.text)
+    alert.accept()
+    return asked
+
+
+def submit_create_topic(driver: Any, queues: str, name: str = "") -> str:
+    """Type into the topics page's create form and submit it; what its confirm() asked. The name is typed
+    only when given: a form sent back with an error still holds it."""
+    if name:
+        driver.find_element(By.ID, "topic-name").send_keys(name)
+    box = driver.find_element(By.ID, "topic-queues")
+    box.clear()
+    box.send_keys(queues)
+    driver.find_element(By.ID, "create-topic-submit").click()
+    return accept_confirm(driver)
+
+
+def reset_to_earliest(driver: Any, group: str) -> None:
+    """Submit the group page's reset form (for the topic selected) to the earliest offsets, confirm it
+    names the group, and wait for the answer's notice."""
+    driver.find_element(By.CSS_SELECTOR, "#reset-offset input[value=earliest]").click()
+    driver.find_element(By.ID, "reset-submit").click()
+    assert group in accept_confirm(driver)
+    settle(driver, 20).until(lambda d: d.find_elements(By.ID, "notice"))
+
+
+def dead_letter_row(driver: Any, console_url: str, group: str) -> Any:
+    """The group's first dead letter on the DLQ page, reloaded until one is listed (a broker writes it
+    after the last failed retry, a moment after the consumer answered)."""
+    open_page(driver, f"{console_url}/dlq?group={group}", "#dead-letters tbody tr", timeout=30)
+    return driver.find_element(By.CSS_SELECTOR, "#dead-letters tbody tr")
+
+
+def resend_dead_letter(driver: Any, row: Any, group: str) -> None:
+    """Press the row's resend button, confirm it names the group, and wait for the page to say so."""
+    row.find_element(By.CSS_SELECTOR, "button").click()
+    assert group in accept_confirm(driver)
+    settle(driver, 20).until(lambda d: "Resent " in d.page_source)
+
+
+def nsq_channel(http: str, topic: str, messages: int = 3, paused: bool = False) -> None:
+    """``topic`` with channel ``ch`` holding ``messages`` messages (m0, m1, ...), made through nsqd's HTTP
+    API at ``http`` (``http://host:port``)."""
+    paths = [f"/topic/create?topic={topic}", f"/channel/create?topic={topic}&channel=ch"]
+    if paused:
+        paths.append(f"/channel/pause?topic={topic}&channel=ch")
+    for path in paths:
+        urllib.request.urlopen(urllib.request.Request(http + path, method="POST"))
+    for i in range(messages):
+        urllib.request.urlopen(urllib.request.Request(f"{http}/pub?topic={topic}", data=b"m%d" % i))
+
+
+def nsq_stats(http: str, topic: str) -> list[dict[str, Any]]:
+    """nsqd's stats of ``topic``: one entry, or none once it is deleted."""
+    with urllib.request.urlopen(f"{http}/stats?format=json&topic={topic}") as resp:
+        # nsqd answers null, not [], when no topic matches (a Go nil slice).
+        topics: list[dict[str, Any]] = json.load(resp)["topics"] or []
+    return [t for t in topics if t["topic_name"] == topic]

@@ -3,19 +3,24 @@ either id, and NSQ unpause, empty and delete."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.console.conftest import Console, screenshot, settle
-from tests.console.test_console_topics import accept_confirm, text
-from tests.consumer_support import Collector, consumer, produce
+from tests.console.conftest import (
+    Console,
+    accept_confirm,
+    nsq_channel,
+    nsq_stats,
+    reset_to_earliest,
+    screenshot,
+    settle,
+    text,
+)
+from tests.consumer_support import Collector, caught_up, produce
 from tests.support import ServerProcess, create_topic, eventually, run, unique
-from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.client.message import Message, SendResult
 from tidemq.client.producer import Producer
 
@@ -31,25 +36,16 @@ def test_reset_to_earliest_with_a_consumer_online(
 
     async def scenario() -> None:
         got = Collector()
-        c = consumer(server.namesrv, group, topic, got, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-        await c.start()
-        try:
-            await eventually(lambda: len(got.bodies) >= 5, what="5 consumed", timeout=30.0)
-            await c.drain()
+        async with caught_up(server.namesrv, group, topic, got, 5):
             seen = len(got.bodies)
             browser.get(f"{console.url}/groups/{group}")
             Select(browser.find_element(By.ID, "reset-topic")).select_by_value(topic)
-            browser.find_element(By.CSS_SELECTOR, "#reset-offset input[value=earliest]").click()
-            browser.find_element(By.ID, "reset-submit").click()
-            assert group in accept_confirm(browser)
-            settle(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
+            reset_to_earliest(browser, group)
             assert "to earliest: 2 queues" in text(browser, "#notice")
             screenshot(browser, "group-reset-online")
             # The running consumer was told (RESET_CONSUMER_CLIENT_OFFSET) and reads all five again.
             await eventually(lambda: len(got.bodies) >= seen + 5, what="5 consumed again", timeout=30.0)
             assert sorted(got.bodies[seen : seen + 5]) == sorted(b"m%d" % i for i in range(5))
-        finally:
-            await c.shutdown()
 
     run(scenario())
 
@@ -90,13 +86,6 @@ def test_message_by_producer_msg_id_and_offset_msg_id(
     assert "give its topic" in text(browser, "#form-error")
 
 
-def _stats(http: str, topic: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"{http}/stats?format=json&topic={topic}") as resp:
-        # nsqd answers null, not [], when no topic matches (a Go nil slice).
-        topics: list[dict[str, Any]] = json.load(resp)["topics"] or []
-    return [t for t in topics if t["topic_name"] == topic]
-
-
 def _click(browser: Any, table: str, topic: str, label: str) -> None:
     row = next(r for r in browser.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr") if topic in r.text)
     row.find_element(By.XPATH, f".//button[text()='{label}']").click()
@@ -107,29 +96,22 @@ def _click(browser: Any, table: str, topic: str, label: str) -> None:
 def test_nsq_unpause_empty_and_delete(server: ServerProcess, console: Console, browser: Any) -> None:
     topic = unique("console_nsq_ops")
     http = f"http://{server.nsqd_http}"
-    for path in (
-        f"/topic/create?topic={topic}",
-        f"/channel/create?topic={topic}&channel=ch",
-        f"/channel/pause?topic={topic}&channel=ch",
-    ):
-        urllib.request.urlopen(urllib.request.Request(http + path, method="POST"))
-    for i in range(3):
-        urllib.request.urlopen(urllib.request.Request(f"{http}/pub?topic={topic}", data=b"m%d" % i))
+    nsq_channel(http, topic, paused=True)
     browser.get(console.url + "/nsq")
 
     _click(browser, "nsq-channels", topic, "Unpause")
     assert f"Unpaused channel {topic}/ch" in text(browser, "#notice")
-    assert _stats(http, topic)[0]["channels"][0]["paused"] is False
+    assert nsq_stats(http, topic)[0]["channels"][0]["paused"] is False
 
     _click(browser, "nsq-channels", topic, "Empty")
     assert f"Emptied channel {topic}/ch" in text(browser, "#notice")
-    assert _stats(http, topic)[0]["channels"][0]["depth"] == 0
+    assert nsq_stats(http, topic)[0]["channels"][0]["depth"] == 0
 
     _click(browser, "nsq-channels", topic, "Delete")
     assert f"Deleted channel {topic}/ch" in text(browser, "#notice")
-    assert _stats(http, topic)[0]["channels"] == []
+    assert nsq_stats(http, topic)[0]["channels"] == []
     screenshot(browser, "nsq-actions")
 
     _click(browser, "nsq-topics", topic, "Delete")
     assert f"Deleted topic {topic}" in text(browser, "#notice")
-    assert _stats(http, topic) == []
+    assert nsq_stats(http, topic) == []

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 
-from tests.console.conftest import Console, screenshot, settle
-from tests.console.test_console_topics import text
+from tests.console.conftest import Console, screenshot, settle, text
 from tests.support import ServerProcess, run, unique
 from tidemq.client.admin import Admin
 

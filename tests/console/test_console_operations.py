@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.console.conftest import Console, screenshot, settle
-from tests.console.test_console_topics import accept_confirm, text
-from tests.consumer_support import Collector, consumer
-from tests.support import ServerProcess, create_topic, eventually, run, unique
+from tests.console.conftest import (
+    Console,
+    accept_confirm,
+    dead_letter_row,
+    nsq_channel,
+    nsq_stats,
+    resend_dead_letter,
+    reset_to_earliest,
+    screenshot,
+    settle,
+    text,
+)
+from tests.consumer_support import Collector, caught_up, consume_once
+from tests.support import ServerProcess, create_topic, run, unique
 from tidemq.client.admin import Admin
-from tidemq.client.consumer import ConsumeFromWhere
 from tidemq.client.message import Message
 from tidemq.client.producer import Producer
 from tidemq.record import Prop
@@ -29,43 +36,18 @@ async def send(namesrv: str, topic: str, bodies: list[bytes], keys: str | None =
             await producer.send(Message(topic, body, keys=keys, tags="console"))
 
 
-async def consume_all(server: ServerProcess, group: str, topic: str, count: int, **kwargs: Any) -> None:
-    got = Collector(**kwargs)
-    c = consumer(
-        server.namesrv,
-        group,
-        topic,
-        got,
-        consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
-        max_reconsume_times=0,
-    )
-    await c.start()
-    try:
-        await eventually(lambda: len(got.distinct()) >= count, what=f"{count} consumed", timeout=30.0)
-        await c.drain()
-    finally:
-        await c.shutdown()
-
-
 def test_group_members_lag_reset_and_delete(server: ServerProcess, console: Console, browser: Any) -> None:
     topic, group = unique("ConsoleLag"), unique("ConsoleLagGroup")
     run(create_topic(server.broker, topic, 2, routed_by=server.namesrv))
     run(send(server.namesrv, topic, [b"a%d" % i for i in range(6)]))
 
     async def consume_while_looking() -> None:
-        got = Collector()
-        c = consumer(server.namesrv, group, topic, got, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
-        await c.start()
-        try:
-            await eventually(lambda: len(got.distinct()) == 6, what="6 consumed", timeout=30.0)
-            await c.drain()
+        async with caught_up(server.namesrv, group, topic, Collector(), 6):
             # The member is online now: its row names its client id and version.
             browser.get(f"{console.url}/groups/{group}")
             members = text(browser, "#members tbody")
             assert "PYTHON" in members or "JAVA" in members, members
             screenshot(browser, "group-online")
-        finally:
-            await c.shutdown()
 
     run(consume_while_looking())
     run(send(server.namesrv, topic, [b"b%d" % i for i in range(4)]))
@@ -82,10 +64,7 @@ def test_group_members_lag_reset_and_delete(server: ServerProcess, console: Cons
     assert "not a date and time" in text(browser, "#form-error")
 
     Select(browser.find_element(By.ID, "reset-topic")).select_by_value(topic)
-    browser.find_element(By.CSS_SELECTOR, "#reset-offset input[value=earliest]").click()
-    browser.find_element(By.ID, "reset-submit").click()
-    assert group in accept_confirm(browser)
-    settle(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
+    reset_to_earliest(browser, group)
     assert "to earliest: 2 queues" in text(browser, "#notice")
     assert text(browser, "#total-lag") == "10"
 
@@ -135,19 +114,11 @@ def test_dead_letter_is_listed_and_resent(server: ServerProcess, console: Consol
     run(create_topic(server.broker, topic, 1, routed_by=server.namesrv))
     run(send(server.namesrv, topic, [b"poison"], keys=key))
     # max_reconsume_times=0: the failed message goes straight to %DLQ%group.
-    run(consume_all(server, group, topic, 1, fail=lambda m: True))
-
-    def listed(driver: Any) -> bool:
-        driver.get(f"{console.url}/dlq?group={group}")
-        return bool(driver.find_elements(By.CSS_SELECTOR, "#dead-letters tbody tr"))
-
-    settle(browser, 30, poll_frequency=1).until(listed)
-    row = browser.find_element(By.CSS_SELECTOR, "#dead-letters tbody tr")
+    run(consume_once(server.namesrv, group, topic, Collector(fail=lambda m: True), 1, max_reconsume_times=0))
+    row = dead_letter_row(browser, console.url, group)
     assert "poison" in row.text and key in row.text
     screenshot(browser, "dead-letters")
-    row.find_element(By.CSS_SELECTOR, "button").click()
-    assert group in accept_confirm(browser)
-    settle(browser, 20).until(lambda d: "Resent " in d.page_source)
+    resend_dead_letter(browser, row, group)
     assert f"to {group}" in text(browser, "#notice")
 
     async def resent() -> list[Any]:
@@ -162,10 +133,7 @@ def test_dead_letter_is_listed_and_resent(server: ServerProcess, console: Consol
 def test_nsq_topics_channels_pause_and_lookupd(server: ServerProcess, console: Console, browser: Any) -> None:
     topic = unique("console_nsq")
     http = f"http://{server.nsqd_http}"
-    for path in (f"/topic/create?topic={topic}", f"/channel/create?topic={topic}&channel=ch"):
-        urllib.request.urlopen(urllib.request.Request(http + path, method="POST"))
-    for i in range(3):
-        urllib.request.urlopen(urllib.request.Request(f"{http}/pub?topic={topic}", data=b"m%d" % i))
+    nsq_channel(http, topic)
     browser.get(console.url + "/nsq")
     assert topic in text(browser, "#nsq-topics")
     row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#nsq-channels tbody tr") if topic in r.text)
@@ -178,10 +146,7 @@ def test_nsq_topics_channels_pause_and_lookupd(server: ServerProcess, console: C
     settle(browser, 20).until(lambda d: "Paused channel" in d.page_source)
     row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#nsq-channels tbody tr") if topic in r.text)
     assert "paused" in row.text
-    with urllib.request.urlopen(f"{http}/stats?format=json&topic={topic}") as resp:
-        stats = json.load(resp)
-    channel = next(t for t in stats["topics"] if t["topic_name"] == topic)["channels"][0]
-    assert channel["paused"] is True
+    assert nsq_stats(http, topic)[0]["channels"][0]["paused"] is True
 
 
 def test_unknown_group_is_a_404_and_nothing_shows_a_traceback(console: Console, browser: Any) -> None:

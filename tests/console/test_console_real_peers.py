@@ -9,9 +9,7 @@ broker carries out (INVOKE_BROKER_TO_RESET_OFFSET to an online consumer, a dead 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
-import urllib.request
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +18,21 @@ from typing import Any, TypeVar
 import pytest
 from selenium.webdriver.common.by import By
 
-from tests.console.conftest import Console, open_page, screenshot, settle
-from tests.console.test_console_topics import accept_confirm, text
-from tests.consumer_support import Collector, consumer
+from tests.console.conftest import (
+    Console,
+    accept_confirm,
+    dead_letter_row,
+    nsq_channel,
+    nsq_stats,
+    open_page,
+    resend_dead_letter,
+    reset_to_earliest,
+    screenshot,
+    settle,
+    submit_create_topic,
+    text,
+)
+from tests.consumer_support import Collector, consume_once, consumer
 from tests.real_nsq_support import RealLookupd, RealNsqd, nsq_binaries
 from tests.rocketmq_cluster import VERSIONS, JavaCluster, create_topic, java_cluster
 from tests.support import eventually, run, unique
@@ -101,12 +111,7 @@ def test_overview_and_topics_on_a_real_cluster(
 
     created = unique("ConsoleRealCreated")
     browser.get(java_console.url + "/topics")
-    browser.find_element(By.ID, "topic-name").send_keys(created)
-    queues = browser.find_element(By.ID, "topic-queues")
-    queues.clear()
-    queues.send_keys("3")
-    browser.find_element(By.ID, "create-topic-submit").click()
-    accept_confirm(browser)
+    submit_create_topic(browser, "3", created)
     settle(browser, 20).until(lambda d: created in d.title)
     assert f"Created topic {created} with 3 queues" in text(browser, "#notice")
     # Three queues on each of the two masters.
@@ -163,10 +168,7 @@ def test_group_lag_versions_and_reset_with_the_consumer_online(
 
         # Reset to earliest while it is online: the Java broker tells the consumer, which consumes all 10
         # again.
-        browser.find_element(By.CSS_SELECTOR, "#reset-offset input[value=earliest]").click()
-        browser.find_element(By.ID, "reset-submit").click()
-        assert group in accept_confirm(browser)
-        settle(browser, 20).until(lambda d: d.find_elements(By.ID, "notice"))
+        reset_to_earliest(browser, group)
         assert "to earliest: 4 queues" in text(browser, "#notice")
         bg.run(eventually(lambda: len(got2.distinct()) == 10, what="all 10 consumed again", timeout=40.0))
     finally:
@@ -205,37 +207,13 @@ def test_message_by_key_and_id_and_a_dead_letter_resent(
     dlq_topic, group, dead_key = unique("ConsoleRealDlq"), unique("ConsoleRealDlqGroup"), unique("dead")
     run(create_topic(cluster, dlq_topic, 1))
     run(send(cluster.namesrv, dlq_topic, [b"poison"], keys=dead_key))
+    # max_reconsume_times=0: the failed message goes straight to %DLQ%group.
     got = Collector(fail=lambda m: True)
-    c = consumer(
-        cluster.namesrv,
-        group,
-        dlq_topic,
-        got,
-        consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
-        max_reconsume_times=0,
-    )
-
-    async def fail_once() -> None:
-        await c.start()
-        try:
-            await eventually(lambda: len(got.distinct()) >= 1, what="delivered", timeout=40.0)
-            await c.drain()
-        finally:
-            await c.shutdown()
-
-    run(fail_once())
-
-    def listed(driver: Any) -> bool:
-        driver.get(f"{java_console.url}/dlq?group={group}")
-        return bool(driver.find_elements(By.CSS_SELECTOR, "#dead-letters tbody tr"))
-
-    settle(browser, 30, poll_frequency=1).until(listed)
-    row = browser.find_element(By.CSS_SELECTOR, "#dead-letters tbody tr")
+    run(consume_once(cluster.namesrv, group, dlq_topic, got, 1, timeout=40.0, max_reconsume_times=0))
+    row = dead_letter_row(browser, java_console.url, group)
     assert "poison" in row.text and dead_key in row.text
     screenshot(browser, f"real-{cluster.version}-dead-letters")
-    row.find_element(By.CSS_SELECTOR, "button").click()
-    assert group in accept_confirm(browser)
-    settle(browser, 20).until(lambda d: "Resent " in d.page_source)
+    resend_dead_letter(browser, row, group)
 
     async def resent() -> list[Any]:
         async with Admin(cluster.namesrv) as admin:
@@ -281,10 +259,7 @@ def test_nsq_page_on_real_nsqd_and_lookupd(
     try:
         topic = unique("console_real_nsq")
         http = f"http://{nsqd.nsqd_http}"
-        for path in (f"/topic/create?topic={topic}", f"/channel/create?topic={topic}&channel=ch"):
-            urllib.request.urlopen(urllib.request.Request(http + path, method="POST"))
-        for i in range(3):
-            urllib.request.urlopen(urllib.request.Request(f"{http}/pub?topic={topic}", data=b"m%d" % i))
+        nsq_channel(http, topic)
 
         def registered(driver: Any) -> bool:  # nsqd tells lookupd of a new topic within a moment
             driver.get(console.url + "/nsq")
@@ -303,9 +278,7 @@ def test_nsq_page_on_real_nsqd_and_lookupd(
         row.find_element(By.XPATH, ".//button[text()='Pause']").click()
         assert f"{topic}/ch" in accept_confirm(browser)
         settle(browser, 20).until(lambda d: "Paused channel" in d.page_source)
-        with urllib.request.urlopen(f"{http}/stats?format=json&topic={topic}") as resp:
-            stats = json.load(resp)
-        assert next(t for t in stats["topics"] if t["topic_name"] == topic)["channels"][0]["paused"] is True
+        assert nsq_stats(http, topic)[0]["channels"][0]["paused"] is True
 
         row = next(
             r for r in browser.find_elements(By.CSS_SELECTOR, "#nsq-channels tbody tr") if topic in r.text
@@ -314,8 +287,6 @@ def test_nsq_page_on_real_nsqd_and_lookupd(
         row.find_element(By.XPATH, ".//button[text()='Unpause']").click()
         accept_confirm(browser)
         settle(browser, 20).until(lambda d: "Unpaused channel" in d.page_source)
-        with urllib.request.urlopen(f"{http}/stats?format=json&topic={topic}") as resp:
-            stats = json.load(resp)
-        assert next(t for t in stats["topics"] if t["topic_name"] == topic)["channels"][0]["paused"] is False
+        assert nsq_stats(http, topic)[0]["channels"][0]["paused"] is False
     finally:
         console.stop()

@@ -7,25 +7,12 @@ from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 
-from tests.console.conftest import Console, screenshot, settle
+from tests.console.conftest import Console, accept_confirm, screenshot, settle, submit_create_topic, text
 from tests.consumer_support import produce
 from tests.support import ServerProcess, create_topic, run, unique
 
 pytestmark = pytest.mark.e2e
-
-
-def text(driver: Any, css: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
-
-
-def accept_confirm(driver: Any) -> str:
-    """Accept the page's confirm() dialog; what it asked."""
-    alert = settle(driver, 10).until(expected_conditions.alert_is_present())
-    asked = str(alert.text)
-    alert.accept()
-    return asked
 
 
 def test_overview_counts_brokers_topics_and_charts_tps(
@@ -72,20 +59,11 @@ def test_topics_search_create_detail_and_delete(
     # A bad queue count: the form comes back with the error and what was typed.
     created = unique("ConsoleCreated")
     browser.get(console.url + "/topics")
-    browser.find_element(By.ID, "topic-name").send_keys(created)
-    queues = browser.find_element(By.ID, "topic-queues")
-    queues.clear()
-    queues.send_keys("lots")
-    browser.find_element(By.ID, "create-topic-submit").click()
-    accept_confirm(browser)
+    submit_create_topic(browser, "lots", created)
     assert "not a whole number" in text(browser, "#form-error")
     assert browser.find_element(By.ID, "topic-name").get_attribute("value") == created
 
-    queues = browser.find_element(By.ID, "topic-queues")
-    queues.clear()
-    queues.send_keys("3")
-    browser.find_element(By.ID, "create-topic-submit").click()
-    assert "Create this topic?" in accept_confirm(browser)
+    assert "Create this topic?" in submit_create_topic(browser, "3")
     settle(browser, 20).until(lambda d: created in d.title)
     assert f"Created topic {created} with 3 queues" in text(browser, "#notice")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#queues tbody tr")) == 3

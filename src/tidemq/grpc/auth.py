@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from hashlib import sha1
-from typing import Any, TypeAlias
+from typing import Any
 
 import grpc
 
 from tidemq.acl import PUB, SUB, AclRules
 from tidemq.broker.acl_rules import AclDenied, check_account_perms, group_resource
+from tidemq.grpc.handlers import CheckingInterceptor, Context, Handler, checked_handler
 from tidemq.grpc.proto import service_pb2 as spb
 from tidemq.grpc.status import Code, GrpcStatusError, status
 
@@ -146,30 +147,21 @@ def validate(rules: AclRules, metadata: dict[str, str], ip: str, method: str, re
         raise GrpcStatusError(Code.FORBIDDEN, f"{method}: {exc}") from None
 
 
-Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 Rules = Callable[[], AclRules]
 
 
-class AclInterceptor(grpc.aio.ServerInterceptor):
+class AclInterceptor(CheckingInterceptor):
     """Checks every call against the rules in force; a refusal is the RPC's own response with the status
     (for Telemetry, a command with it, and the stream ends)."""
 
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = str(handler_call_details.method).rsplit("/", 1)[-1]
-        metadata = _metadata(handler_call_details.invocation_metadata)
+    def wrap(self, handler: Handler, method: str, details: grpc.HandlerCallDetails) -> Handler:
+        metadata = _metadata(details.invocation_metadata)
         answer = getattr(spb, f"{method}Response", spb.TelemetryCommand)
 
-        def refusal(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        async def refusal(request: Any, context: Context) -> Any:
             try:
                 validate(self.rules(), metadata, peer_ip(context.peer() or ""), method, request)
             except GrpcStatusError as exc:
@@ -177,57 +169,7 @@ class AclInterceptor(grpc.aio.ServerInterceptor):
                 return answer(status=status(exc.code, exc.message))
             return None
 
-        if handler.unary_unary is not None:
-            behavior: Any = handler.unary_unary  # a coroutine function on grpc.aio, typed as sync
-
-            async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-                refused = refusal(request, context)
-                return refused if refused is not None else await behavior(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(
-                unary, handler.request_deserializer, handler.response_serializer
-            )
-        if handler.unary_stream is not None:
-            stream_behavior: Any = handler.unary_stream
-
-            async def unary_stream(
-                request: Any, context: grpc.aio.ServicerContext[Any, Any]
-            ) -> AsyncIterator[Any]:
-                refused = refusal(request, context)
-                if refused is not None:
-                    yield refused
-                    return
-                async for item in stream_behavior(request, context):
-                    yield item
-
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer
-            )
-        if handler.stream_stream is not None:
-            bidi_behavior: Any = handler.stream_stream
-
-            async def stream_stream(
-                requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
-            ) -> AsyncIterator[Any]:
-                refused: list[Any] = []
-
-                async def checked() -> AsyncIterator[Any]:
-                    async for request in requests:
-                        answer_ = refusal(request, context)
-                        if answer_ is not None:
-                            refused.append(answer_)
-                            return
-                        yield request
-
-                async for item in bidi_behavior(checked(), context):
-                    yield item
-                for item in refused:
-                    yield item
-
-            return grpc.stream_stream_rpc_method_handler(
-                stream_stream, handler.request_deserializer, handler.response_serializer
-            )
-        return handler
+        return checked_handler(handler, refusal)
 
 
 def _metadata(pairs: Sequence[tuple[str, str | bytes]] | None) -> dict[str, str]:
