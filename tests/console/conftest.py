@@ -11,8 +11,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
@@ -40,10 +41,30 @@ CHROMIUM_FLAGS = (
 )
 
 
+class Endpoints(Protocol):
+    """What ``Console`` reads of a server: the name server and the NSQ HTTP addresses."""
+
+    @property
+    def namesrv(self) -> str: ...
+    @property
+    def nsqd_http(self) -> str: ...
+    @property
+    def lookupd_http(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Peers:
+    """Endpoints spelled out, for a console in front of servers that are not one ``tidemq server``."""
+
+    namesrv: str
+    nsqd_http: str
+    lookupd_http: str
+
+
 class Console:
     """``tidemq console`` as a child process, stopped by its own PID."""
 
-    def __init__(self, server: ServerProcess, log_path: Path, *extra: str) -> None:
+    def __init__(self, server: Endpoints, log_path: Path, *extra: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         args = [

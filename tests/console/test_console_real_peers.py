@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +19,7 @@ from selenium.webdriver.common.by import By
 
 from tests.console.conftest import (
     Console,
+    Peers,
     accept_confirm,
     dead_letter_row,
     nsq_channel,
@@ -45,15 +45,6 @@ from tidemq.remoting.versions import version_name
 T = TypeVar("T")
 
 
-@dataclass
-class Peers:
-    """What ``Console`` reads of a server: the name server and the NSQ HTTP addresses."""
-
-    namesrv: str
-    nsqd_http: str
-    lookupd_http: str
-
-
 @pytest.fixture(scope="module", params=VERSIONS)
 def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -65,7 +56,7 @@ def cluster(
 def java_console(cluster: JavaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     # No NSQ here: nothing listens on port 1, the NSQ page says so.
     proc = Console(
-        Peers(cluster.namesrv, "127.0.0.1:1", "127.0.0.1:1"),  # type: ignore[arg-type]
+        Peers(cluster.namesrv, "127.0.0.1:1", "127.0.0.1:1"),
         tmp_path_factory.mktemp("console") / "console.log",
     )
     yield proc
@@ -253,7 +244,7 @@ def test_nsq_page_on_real_nsqd_and_lookupd(
 ) -> None:
     nsqd, lookupd = real_nsq
     console = Console(
-        Peers("127.0.0.1:1", nsqd.nsqd_http, lookupd.http),  # type: ignore[arg-type]
+        Peers("127.0.0.1:1", nsqd.nsqd_http, lookupd.http),
         tmp_path / "console.log",
     )
     try:

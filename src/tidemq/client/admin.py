@@ -240,13 +240,16 @@ class Admin:
 
     async def runtime_info(self) -> dict[str, dict[str, str]]:
         """Broker name -> GET_BROKER_RUNTIME_INFO's table (put/get totals, commit-log offsets, ...)."""
-        out = {}
-        for name, addr in sorted((await self.cluster_masters()).items()):
-            data = await api.call_json(
-                await self.instance.connection(addr), RequestCode.GET_BROKER_RUNTIME_INFO
-            )
-            out[name] = dict((data or {}).get("table") or {})
-        return out
+        return {
+            name: await self.broker_runtime_info(addr)
+            for name, addr in sorted((await self.cluster_masters()).items())
+        }
+
+    async def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        """One broker's GET_BROKER_RUNTIME_INFO table, for a caller that asks each on its own (a page
+        that still shows the brokers that answer when one does not)."""
+        data = await api.call_json(await self.instance.connection(addr), RequestCode.GET_BROKER_RUNTIME_INFO)
+        return dict((data or {}).get("table") or {})
 
     async def group_list(self) -> list[str]:
         """Every subscription group the masters know (system groups included)."""

@@ -3,21 +3,41 @@ the disk use the brokers report (commitLogDiskRatio)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from aiohttp import web
 
 from tidemq.console import html
 from tidemq.console.app import SAMPLER, render
 from tidemq.console.auth import admin_of
 from tidemq.console.forms import is_system_topic
+from tidemq.remoting.transport import RemotingError
 from tidemq.remoting.versions import version_name
+
+log = logging.getLogger(__name__)
 
 
 async def overview(request: web.Request) -> web.Response:
+    """A broker that does not answer (hung, overloaded) gets a row saying so; the others are shown. The
+    overview is the page one opens when something is wrong, so one silent broker must not blank it."""
     admin = admin_of(request)
-    info = await admin.runtime_info()
     masters = await admin.cluster_masters()
+    answers = await asyncio.gather(
+        *(admin.broker_runtime_info(addr) for addr in masters.values()), return_exceptions=True
+    )
+    info: dict[str, dict[str, str]] = {}
+    silent: dict[str, str] = {}
+    for name, answer in sorted(zip(masters, answers, strict=True), key=lambda pair: pair[0]):
+        if isinstance(answer, RemotingError):  # not a refusal (NO_PERMISSION goes on to the login gate)
+            log.warning("console: broker %s did not answer GET_BROKER_RUNTIME_INFO: %s", name, answer)
+            silent[name] = str(answer) or type(answer).__name__
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            info[name] = answer
     topics = [t for t in await admin.topic_list() if not is_system_topic(t)]
-    groups = await admin.group_list()
+    groups: list[str] | None = await admin.group_list() if not silent else None
     sampler = request.app[SAMPLER]
     log_bytes = sum(
         int(t.get("commitLogMaxOffset") or 0) - int(t.get("commitLogMinOffset") or 0) for t in info.values()
@@ -27,7 +47,7 @@ async def overview(request: web.Request) -> web.Response:
         for key, label, value in (
             ("brokers", "Brokers", len(masters)),
             ("topics", "Topics", len(topics)),
-            ("groups", "Groups", len(groups)),
+            ("groups", "Groups", "?" if groups is None else len(groups)),
             ("commit-log", "Commit log", html.human_bytes(log_bytes)),
             ("disk", "Disk used", _worst_disk(info)),
         )
@@ -43,6 +63,10 @@ async def overview(request: web.Request) -> web.Response:
             html.e(t.get("runtime", "")),
         ]
         for name, t in info.items()
+    ]
+    rows += [
+        [html.e(name), html.e(masters[name]), f"<span class=error>no answer: {html.e(why)}</span>"] + [""] * 4
+        for name, why in silent.items()
     ]
     chart = html.svg_chart(sampler.rates(), id="tps-chart")
     body = (
