@@ -152,8 +152,8 @@ class Broker:
         if self._increment_task is not None:
             await cancel_and_wait([self._increment_task])
         await self._unregister_all()
-        self.topics.table.persist()
-        self.topics.table.journal.close()
+        self.topics.table.close()
+        self.groups.close()
         await self.schedule.close()
         await self.transactions.close()
         await self.timers.close()

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from tidemq.remoting.names import camel
 from tidemq.remoting.route import PERM_READ, PERM_WRITE
-from tidemq.store.documents import read_json, write_json_atomic
+from tidemq.store.documents import read_json
 from tidemq.store.journal import DocumentJournal
 
 _JSON_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
@@ -96,24 +96,29 @@ class DataVersion:
         return {"counter": self.counter, "timestamp": self.timestamp}
 
 
-class TopicConfigTable:
-    """``config/topics.json``: every topic this broker holds.
+C = TypeVar("C", bound=_JsonShape)
+
+
+class JournaledTable(Generic[C]):
+    """A broker table of configs by name: Java's JSON document plus a journal of changes.
 
     A change is appended to the document's journal (store/journal.py) before the caller answers, not
-    written by rewriting the whole document: creating N topics one by one stays O(N), and an acknowledged
-    create still survives a crash. ``topics.json`` keeps Java's shape and is brought up to date when the
-    table is opened (the broker's start), closed, and whenever the journal is as long as the table.
+    written by rewriting the whole document: creating N topics or groups one by one stays O(N), and an
+    acknowledged create still survives a crash. The document keeps Java's shape and is brought up to date
+    when the table is opened (the broker's start), closed, and whenever the journal is as long as the
+    table.
     """
 
-    #: The journal is folded into topics.json once it holds this many changes, or the table's size if more.
+    #: The journal is folded into the document once it holds this many changes, or the table's size if more.
     COMPACT_MIN = 64
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, shape: type[C], table_key: str, name_key: str) -> None:
         self.path = path
         self.journal = DocumentJournal(path)
+        self._shape, self._table_key, self._name_key = shape, table_key, name_key
         raw = read_json(path, {})
-        self.topics: dict[str, TopicConfig] = {
-            name: TopicConfig.from_json(cfg) for name, cfg in raw.get("topicConfigTable", {}).items()
+        self.entries: dict[str, C] = {
+            name: shape.from_json(cfg) for name, cfg in raw.get(table_key, {}).items()
         }
         dv = raw.get("dataVersion", {})
         self.data_version = DataVersion(dv.get("counter", 0), dv.get("timestamp", 0))
@@ -121,73 +126,80 @@ class TopicConfigTable:
             self._apply(change)
 
     def _apply(self, change: dict[str, Any]) -> None:
-        name, config = change["topic"], change["config"]
+        name, config = change[self._name_key], change["config"]
         if config is None:
-            self.topics.pop(name, None)
+            self.entries.pop(name, None)
         else:
-            self.topics[name] = TopicConfig.from_json(config)
+            self.entries[name] = self._shape.from_json(config)
         dv = change["dataVersion"]
         self.data_version = DataVersion(dv["counter"], dv["timestamp"])
 
-    def get(self, topic: str) -> TopicConfig | None:
-        return self.topics.get(topic)
+    def get(self, name: str) -> C | None:
+        return self.entries.get(name)
 
-    def put(self, config: TopicConfig) -> None:
-        self.topics[config.topic_name] = config
+    def _put(self, name: str, config: C) -> None:
+        self.entries[name] = config
         self.data_version.bump()
-        self._record(config.topic_name, config.to_json())
+        self._record(name, config.to_json())
 
-    def remove(self, topic: str) -> TopicConfig | None:
-        config = self.topics.pop(topic, None)
+    def _remove(self, name: str) -> C | None:
+        config = self.entries.pop(name, None)
         if config is not None:
             self.data_version.bump()
-            self._record(topic, None)
+            self._record(name, None)
         return config
 
-    def _record(self, topic: str, config: dict[str, Any] | None) -> None:
-        self.journal.append({"topic": topic, "config": config, "dataVersion": self.data_version.to_json()})
-        if self.journal.entries >= max(self.COMPACT_MIN, len(self.topics)):
+    def _record(self, name: str, config: dict[str, Any] | None) -> None:
+        self.journal.append(
+            {self._name_key: name, "config": config, "dataVersion": self.data_version.to_json()}
+        )
+        if self.journal.entries >= max(self.COMPACT_MIN, len(self.entries)):
             self.persist()
 
     def persist(self) -> None:
-        """Rewrite topics.json from memory and empty the journal (O(topics): not on every change)."""
+        """Rewrite the document from memory and empty the journal (O(table): not on every change)."""
         self.journal.compact(self.document())
+
+    def close(self) -> None:
+        self.persist()
+        self.journal.close()
 
     def document(self) -> dict[str, Any]:
         return {
             "dataVersion": self.data_version.to_json(),
-            "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topics.items()},
+            self._table_key: {name: cfg.to_json() for name, cfg in self.entries.items()},
         }
 
 
-class SubscriptionGroupTable:
-    """``config/subscriptionGroup.json``."""
+class TopicConfigTable(JournaledTable[TopicConfig]):
+    """``config/topics.json``: every topic this broker holds."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        raw = read_json(path, {})
-        self.groups: dict[str, SubscriptionGroupConfig] = {
-            name: SubscriptionGroupConfig.from_json(cfg)
-            for name, cfg in raw.get("subscriptionGroupTable", {}).items()
-        }
+        super().__init__(path, TopicConfig, "topicConfigTable", "topic")
 
-    def get(self, group: str) -> SubscriptionGroupConfig | None:
-        return self.groups.get(group)
+    @property
+    def topics(self) -> dict[str, TopicConfig]:
+        return self.entries
+
+    def put(self, config: TopicConfig) -> None:
+        self._put(config.topic_name, config)
+
+    def remove(self, topic: str) -> TopicConfig | None:
+        return self._remove(topic)
+
+
+class SubscriptionGroupTable(JournaledTable[SubscriptionGroupConfig]):
+    """``config/subscriptionGroup.json``: every subscription group this broker knows."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, SubscriptionGroupConfig, "subscriptionGroupTable", "group")
+
+    @property
+    def groups(self) -> dict[str, SubscriptionGroupConfig]:
+        return self.entries
 
     def put(self, config: SubscriptionGroupConfig) -> None:
-        self.groups[config.group_name] = config
-        self.persist()
+        self._put(config.group_name, config)
 
     def remove(self, group: str) -> bool:
-        if self.groups.pop(group, None) is None:
-            return False
-        self.persist()
-        return True
-
-    def persist(self) -> None:
-        write_json_atomic(
-            self.path,
-            {
-                "subscriptionGroupTable": {name: cfg.to_json() for name, cfg in self.groups.items()},
-            },
-        )
+        return self._remove(group) is not None
