@@ -143,6 +143,22 @@ def test_sigterm_flushes_offsets_and_exits_zero(tmp_path: Path) -> None:
         assert server.stop() == 0
 
 
+@pytest.mark.parametrize("command", ["server", "namesrv"])
+def test_fatal_signal_leaves_every_threads_python_stack_in_the_log(tmp_path: Path, command: str) -> None:
+    """A native crash (grpcio's C core) must say in the log what the server was doing: faulthandler."""
+    server = ServerProcess(tmp_path / "data", command=command).start()
+    assert server.proc is not None
+    os.kill(server.proc.pid, signal.SIGSEGV)
+    assert server.proc.wait(20) == -signal.SIGSEGV
+    server.proc = None
+    log = server.log_path.read_text(errors="replace")
+    assert "Fatal Python error: Segmentation fault" in log, log[-2000:]
+    crash = log[log.index("Fatal Python error") :]
+    assert "most recent call first" in crash and 'File "' in crash, crash[:2000]
+    # the main thread runs the event loop: its stack names it
+    assert "asyncio" in crash, crash[:2000]
+
+
 def _cli(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tidemq", *args], capture_output=True, text=True, timeout=timeout

@@ -39,6 +39,8 @@ def register(main: click.Group) -> None:
         acl: bool,
     ) -> None:
         """Serve the web console (overview, topics, groups, messages, dead letters, NSQ)."""
+        import faulthandler
+
         from tidemq.console import ConsoleSettings
         from tidemq.console.app import run_console
 
@@ -46,4 +48,5 @@ def register(main: click.Group) -> None:
             namesrv, nsqd_http=nsqd_http, lookupd_http=lookupd_http, sample_seconds=sample_seconds, acl=acl
         )
         click.echo(f"tidemq console on http://{listen}:{port}/", err=True)
+        faulthandler.enable(all_threads=True)  # a native crash leaves every thread's stack in the log
         run_console(settings, listen, port)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import faulthandler
 import gc
 import os
 import socket
@@ -198,6 +199,10 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
 
 
 def run_plan(plan: ServerPlan) -> None:
+    # A crash in native code (grpcio's C core, a compression library) kills the process with a signal and
+    # no Python traceback; with this, every thread's Python stack goes to stderr (the server log) first,
+    # so the log names what the server was doing (docs/reliability.md#fatal-signals).
+    faulthandler.enable(all_threads=True)
     plan.on_ready = _ready
     try:
         _run_profiled(plan) if os.environ.get(PROFILE_ENV) else asyncio.run(serve(plan))

@@ -7,7 +7,7 @@ import errno
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -110,7 +110,7 @@ class GrpcServer:
             interceptors.append(AclInterceptor(lambda: acl.rules))
         server = grpc.aio.server(options=options, interceptors=interceptors)
         # protoc emits the registration function without annotations.
-        spb_grpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]
+        spb_grpc.add_MessagingServiceServicer_to_server(self.service, _GenericOnly(server))  # type: ignore[no-untyped-call]
         address = _bind_address(self.config.host, port)
         try:
             if self.config.tls_cert is not None and self.config.tls_key is not None:
@@ -139,6 +139,29 @@ class GrpcServer:
             self._watch.cancel()
             self._watch = None
         await self.service.consumer.close()
+
+
+class _GenericOnly:
+    """Registers the service's methods as a generic handler only, never as grpcio "registered methods".
+
+    grpcio (1.6x-1.85) keeps one pending request-call per registered method in its server loop. When
+    that loop dies (a call whose ``:path`` is not UTF-8, see ``_supervise``) it cancels those pending
+    requests while the C core still holds pointers into their Python call state, and the core writes
+    into the freed memory on shutdown: the fuzzer's SIGSEGV of issue 23 (docs/reliability.md). With the
+    generic handler alone nothing is pending when the loop dies, and a call finds its method by one dict
+    lookup in Python either way.
+    """
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: tuple[grpc.GenericRpcHandler, ...]) -> None:
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
+    ) -> None:
+        """Ignored on purpose (see the class)."""
 
 
 class _OneLine(logging.Filter):
