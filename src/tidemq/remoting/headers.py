@@ -196,10 +196,29 @@ class SendMessageRequestHeader(CommandHeader):
     bname: str | None = None
 
     def to_compact_ext(self) -> dict[str, str]:
-        return {_SEND_WIRE_TO_ALIAS[k]: v for k, v in self.to_ext().items()}
-
-
-_SEND_WIRE_TO_ALIAS = {wire: alias for alias, wire in SendMessageRequestHeader.aliases.items()}
+        """V2's a..n fields, the same as ``to_ext`` under the aliases, written out field by field: this
+        runs for every message a producer sends, where the generic loop was a tenth of its CPU."""
+        ext = {
+            "a": self.producer_group,
+            "b": self.topic,
+            "c": self.default_topic,
+            "d": str(self.default_topic_queue_nums),
+            "e": str(self.queue_id),
+            "f": str(self.sys_flag),
+            "g": str(self.born_timestamp),
+            "h": str(self.flag),
+        }
+        if self.properties is not None:
+            ext["i"] = self.properties
+        if self.reconsume_times is not None:
+            ext["j"] = str(self.reconsume_times)
+        ext["k"] = "true" if self.unit_mode else "false"
+        if self.max_reconsume_times is not None:
+            ext["l"] = str(self.max_reconsume_times)
+        ext["m"] = "true" if self.batch else "false"
+        if self.bname is not None:
+            ext["n"] = self.bname
+        return ext
 
 
 @dataclass(slots=True)
