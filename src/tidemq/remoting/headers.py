@@ -62,6 +62,24 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
     return result
 
 
+_LOOKUPS: dict[tuple[type, bool], tuple[tuple[_FieldSpec, str, str | None], ...]] = {}
+
+
+def _lookups(cls: type, compact: bool) -> tuple[tuple[_FieldSpec, str, str | None], ...]:
+    """Each field with the ext key to read it from, and for a compact header (V2's a..n) the full name
+    to read when the alias is absent: a broker decodes one per message sent, without remapping the dict."""
+    cached = _LOOKUPS.get((cls, compact))
+    if cached is not None:
+        return cached
+    by_wire = {wire: alias for alias, wire in getattr(cls, "aliases", {}).items()} if compact else {}
+    result = tuple(
+        (spec, by_wire[spec.wire], spec.wire) if spec.wire in by_wire else (spec, spec.wire, None)
+        for spec in _specs(cls)
+    )
+    _LOOKUPS[(cls, compact)] = result
+    return result
+
+
 def _parse(spec: _FieldSpec, raw: str) -> Any:
     if spec.kind is str:
         return raw
@@ -88,11 +106,11 @@ class CommandHeader:
 
     @classmethod
     def from_ext(cls, ext: dict[str, str], *, compact: bool = False) -> Self:
-        if compact and cls.aliases:
-            ext = {cls.aliases.get(k, k): v for k, v in ext.items()}
         values: dict[str, Any] = {}
-        for spec in _specs(cls):
-            raw = ext.get(spec.wire)
+        for spec, first, second in _lookups(cls, compact and bool(cls.aliases)):
+            raw = ext.get(first)
+            if raw is None and second is not None:
+                raw = ext.get(second)
             kind = spec.kind
             if not raw:
                 if raw is None or kind is not str:
