@@ -239,7 +239,7 @@ class Accumulator:
     ) -> None:
         """One batch request, retried on another queue as a single send would be (unless its queue was
         chosen by the caller); every message of it succeeds or fails together."""
-        from tidemq.client.producer import _RETRY_CODES
+        from tidemq.client.fast_send import RETRY_CODES as _RETRY_CODES
 
         producer = self.producer
         mq, wait, retryable = key

@@ -263,6 +263,12 @@ class ClientInstance:
     def all_broker_addrs(self) -> list[str]:
         return sorted({addr for addrs in self.brokers.values() for addr in addrs.values()})
 
+    def open_broker_connection(self, broker_name: str) -> RemotingConnection | None:
+        """The connection to ``broker_name``'s master if it is open now, without a wait; else None."""
+        addr = self.master_addr(broker_name)
+        conn = self._conns.get(addr) if addr is not None else None
+        return conn if conn is not None and not conn.is_closed else None
+
     async def broker_connection(self, broker_name: str) -> RemotingConnection:
         addr = self.master_addr(broker_name)
         if addr is None:

@@ -16,6 +16,7 @@ from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.client import api
 from tidemq.client.auto_batch import Accumulator, AutoBatchSettings
 from tidemq.client.config import ClientConfig, strip_namespace, wrap_namespace
+from tidemq.client.fast_send import retryable, start_send
 from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, LatencyFaultTolerance
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus, deliver_time_ms
@@ -45,16 +46,6 @@ _T = TypeVar("_T")
 _UNIQ_ONLY = Prop.UNIQ_KEY + NAME_VALUE_SEPARATOR
 
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-#: Broker answers after which Java retries on another broker.
-_RETRY_CODES = {
-    ResponseCode.TOPIC_NOT_EXIST,
-    ResponseCode.SERVICE_NOT_AVAILABLE,
-    ResponseCode.SYSTEM_ERROR,
-    ResponseCode.NO_PERMISSION,
-    ResponseCode.NO_BUYER_ID,
-    ResponseCode.NOT_IN_CURRENT_UNIT,
-    ResponseCode.SYSTEM_BUSY,
-}
 _STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
@@ -134,7 +125,7 @@ class Producer:
         self._next = itertools.count()
         self._ids = UniqueIdGenerator(self.config.client_ip)
         self._instance: ClientInstance | None = None
-        self._pending: set[asyncio.Task[Any]] = set()
+        self._pending: set[asyncio.Future[Any]] = set()
         self._routed: dict[str, tuple[object, list[MessageQueue]]] = {}
         self._batcher = (
             Accumulator(
@@ -319,10 +310,26 @@ class Producer:
             queue = selector(queues, msg, arg)
         if queue is not None:
             return await self._send_to(queue, msg, topic, body, props, sys_flag, deadline)
-        last_error: BaseException | None = None
-        last_broker: str | None = None
-        attempts = 0
-        for _attempt in range(1 + self.retry_times):
+        return await self._send_retrying(msg, topic, body, props, sys_flag, queues, deadline, timeout)
+
+    async def _send_retrying(
+        self,
+        msg: Message,
+        topic: str,
+        body: bytes,
+        props: dict[str, str],
+        sys_flag: int,
+        queues: list[MessageQueue],
+        deadline: float,
+        timeout: float | None,
+        *,
+        attempts: int = 0,
+        last_broker: str | None = None,
+        last_error: BaseException | None = None,
+    ) -> SendResult:
+        """The attempts of a plain send left after ``attempts`` (send_async's fast path hands over here
+        after a failure it must retry), each on another queue than the broker that just failed."""
+        for _attempt in range(1 + self.retry_times - attempts):
             if time.monotonic() >= deadline:
                 break
             attempts += 1
@@ -331,7 +338,7 @@ class Producer:
             try:
                 result = await self._send_to(mq, msg, topic, body, props, sys_flag, deadline)
             except (RemotingError, MQClientError, api.BrokerError) as exc:
-                if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
+                if not retryable(exc):
                     raise
                 last_error, last_broker = exc, mq.broker_name
                 self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=True)
@@ -412,6 +419,10 @@ class Producer:
             raise MQClientError("send timed out before it could be attempted")
         conn = await self.instance.broker_connection(mq.broker_name)
         resp = await conn.invoke(request, remaining)
+        return self.send_result(mq, resp, msg_id)
+
+    def send_result(self, mq: MessageQueue, resp: RemotingCommand, msg_id: str) -> SendResult:
+        """The SendResult of a send's answer, or the broker's error."""
         status = _STATUS.get(resp.code)
         if status is None:
             raise api.BrokerError(resp.code, resp.remark)
@@ -446,6 +457,14 @@ class Producer:
                 if callback is not None:
                     future.add_done_callback(_callback_of(callback))
                 return future
+        if batcher is None and not kwargs.keys() - {"timeout"}:
+            started = start_send(self, msg, kwargs.get("timeout"))
+            if started is not None:
+                self._pending.add(started)
+                started.add_done_callback(self._pending.discard)
+                if callback is not None:
+                    started.add_done_callback(_callback_of(callback))
+                return started
         return self._track(self.send(msg, **kwargs), callback)
 
     # --- request-reply (docs/protocols/rocketmq-request-reply.md) ---------------------------------------
@@ -544,7 +563,7 @@ class Producer:
             try:
                 result = await self._invoke(mq, request, deadline, ",".join(ids))
             except (RemotingError, MQClientError, api.BrokerError) as exc:
-                if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
+                if not retryable(exc):
                     raise
                 last_error, last_broker = exc, mq.broker_name
                 self._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, failed=True)

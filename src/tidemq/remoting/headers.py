@@ -62,6 +62,24 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
     return result
 
 
+_LOOKUPS: dict[tuple[type, bool], tuple[tuple[_FieldSpec, str, str | None], ...]] = {}
+
+
+def _lookups(cls: type, compact: bool) -> tuple[tuple[_FieldSpec, str, str | None], ...]:
+    """Each field with the ext key to read it from, and for a compact header (V2's a..n) the full name
+    to read when the alias is absent: a broker decodes one per message sent, without remapping the dict."""
+    cached = _LOOKUPS.get((cls, compact))
+    if cached is not None:
+        return cached
+    by_wire = {wire: alias for alias, wire in getattr(cls, "aliases", {}).items()} if compact else {}
+    result = tuple(
+        (spec, by_wire[spec.wire], spec.wire) if spec.wire in by_wire else (spec, spec.wire, None)
+        for spec in _specs(cls)
+    )
+    _LOOKUPS[(cls, compact)] = result
+    return result
+
+
 def _parse(spec: _FieldSpec, raw: str) -> Any:
     if spec.kind is str:
         return raw
@@ -88,11 +106,11 @@ class CommandHeader:
 
     @classmethod
     def from_ext(cls, ext: dict[str, str], *, compact: bool = False) -> Self:
-        if compact and cls.aliases:
-            ext = {cls.aliases.get(k, k): v for k, v in ext.items()}
         values: dict[str, Any] = {}
-        for spec in _specs(cls):
-            raw = ext.get(spec.wire)
+        for spec, first, second in _lookups(cls, compact and bool(cls.aliases)):
+            raw = ext.get(first)
+            if raw is None and second is not None:
+                raw = ext.get(second)
             kind = spec.kind
             if not raw:
                 if raw is None or kind is not str:
@@ -196,10 +214,29 @@ class SendMessageRequestHeader(CommandHeader):
     bname: str | None = None
 
     def to_compact_ext(self) -> dict[str, str]:
-        return {_SEND_WIRE_TO_ALIAS[k]: v for k, v in self.to_ext().items()}
-
-
-_SEND_WIRE_TO_ALIAS = {wire: alias for alias, wire in SendMessageRequestHeader.aliases.items()}
+        """V2's a..n fields, the same as ``to_ext`` under the aliases, written out field by field: this
+        runs for every message a producer sends, where the generic loop was a tenth of its CPU."""
+        ext = {
+            "a": self.producer_group,
+            "b": self.topic,
+            "c": self.default_topic,
+            "d": str(self.default_topic_queue_nums),
+            "e": str(self.queue_id),
+            "f": str(self.sys_flag),
+            "g": str(self.born_timestamp),
+            "h": str(self.flag),
+        }
+        if self.properties is not None:
+            ext["i"] = self.properties
+        if self.reconsume_times is not None:
+            ext["j"] = str(self.reconsume_times)
+        ext["k"] = "true" if self.unit_mode else "false"
+        if self.max_reconsume_times is not None:
+            ext["l"] = str(self.max_reconsume_times)
+        ext["m"] = "true" if self.batch else "false"
+        if self.bname is not None:
+            ext["n"] = self.bname
+        return ext
 
 
 @dataclass(slots=True)

@@ -173,6 +173,8 @@ class RemotingConnection(BufferedReceiver):
                 self._bad_header(cmd)
             elif cmd.is_response:
                 fut = self._pending.pop(cmd.opaque, None)
+                if self._deadlines:
+                    self._deadlines.pop(cmd.opaque, None)
                 if fut is not None and not fut.done():
                     fut.set_result(cmd)
             elif self._backlog or self._over_high_water():
@@ -385,15 +387,28 @@ class RemotingConnection(BufferedReceiver):
         A timer set and cancelled per request was a tenth of a pull consumer's CPU.
         """
         opaque = request.opaque
-        deadline = asyncio.get_running_loop().time() + timeout
-        self._deadlines[opaque] = (deadline, request.code, timeout)
-        if self._expiry is None or deadline < self._expiry.when():
-            self._arm_expiry(deadline)
+        self._watch(request, timeout)
         try:
             return await fut
         finally:
             self._pending.pop(opaque, None)
             self._deadlines.pop(opaque, None)
+
+    def invoke_future(self, request: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
+        """Send a request and return its response future, failed with RemotingTimeoutError after
+        ``timeout`` seconds: ``invoke`` without a coroutine, for callers that finish the work in a
+        done-callback (a producer's ``send_async``). A cancelled future is forgotten when its response
+        arrives or its deadline passes; the connection is not affected."""
+        fut = self.start_invoke(request)
+        self._watch(request, timeout)
+        return fut
+
+    def _watch(self, request: RemotingCommand, timeout: float) -> None:
+        """Put the request's deadline into the table the expiry timer scans."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        self._deadlines[request.opaque] = (deadline, request.code, timeout)
+        if self._expiry is None or deadline < self._expiry.when():
+            self._arm_expiry(deadline)
 
     def _arm_expiry(self, deadline: float) -> None:
         if self._expiry is not None:
