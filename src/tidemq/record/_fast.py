@@ -265,6 +265,10 @@ def build_stored_batch(
     return StoredBatch(bytearray().join(parts), sizes, tags_codes, keys)
 
 
+#: ``topic_field`` of the topics stored lately: nsqd stores each PUB on its own, to a few topics.
+_topic_field = lru_cache(maxsize=1024)(topic_field)
+
+
 def build_uniform_batch(
     bodies: list[bytes],
     *,
@@ -282,7 +286,7 @@ def build_uniform_batch(
     timestamp; pinned by ``test_build_uniform_batch_is_encode_record_per_body``. One ``struct`` pack per
     record; the tail after the body is built once.
     """
-    tail = topic_field(topic) + properties_field(properties.encode())
+    tail = _topic_field(topic) + properties_field(properties.encode())
     sys_flag = host_flags(0, born_host, store_host)
     head = record_head(len(born_host), len(store_host))
     fixed = head.size + len(tail)
