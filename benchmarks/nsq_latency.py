@@ -4,10 +4,10 @@ The same client drives each server: the pinned go-nsq 1.1.0 harness (interop/nsq
 ``--count`` synchronous ``producer.Publish`` calls of ``--body-size``-byte bodies, one in flight, after
 200 untimed ones) and, for reference, tidemq's own asyncio NSQ ``Producer`` (``await publish``, in this
 process). Each round runs every client against every server, in the same order, so a slow stretch of a
-shared machine falls on all of them: real nsqd, tidemq async flush, tidemq sync flush, then the next
-round. Each run publishes to a fresh topic; sync flush runs publish a tenth as many (each PUB waits for
-its fsync). The table shows the medians over ``--repeat`` rounds (3) of
-msg/s and of p50/p99 round trip, and each server's median msg/s over the real nsqd's.
+shared machine falls on all of them: real nsqd, tidemq async flush, the same on uvloop (``--event-loop
+uvloop``), tidemq sync flush, then the next round. Each run publishes to a fresh topic; sync flush runs
+publish a tenth as many (each PUB waits for its fsync). The table shows the medians over ``--repeat``
+rounds (3) of msg/s and of p50/p99 round trip, and each server's median msg/s over the real nsqd's.
 
 The servers: ``.cache/nsq/bin/nsqd`` (``make nsq-go``) with ``--data-path`` in a temp dir and its
 defaults (an in-memory queue of 10,000 messages per topic before it writes to disk), and once more
@@ -189,25 +189,29 @@ def start_tidemq(server: Nsqd, src: Path | None) -> None:
 
 def compare(nsqgo: Path, count: int, body_size: int, repeat: int, python: bool, base: Path | None) -> None:
     reals = [RealNsqd(), RealNsqd(mem_queue_size=0)]
-    tidemq = {(flush, None): Nsqd(flush) for flush in ("async", "sync")}
-    if base is not None:  # the base after each of this checkout's servers, so they alternate too
-        tidemq = {key: server for flush in ("async", "sync") for key, server in
-                  (((flush, None), Nsqd(flush)), ((flush, base), Nsqd(flush)))}  # fmt: skip
+    # async flush on asyncio's loop, then on uvloop's (``--event-loop uvloop``), then sync flush
+    kinds = [("async", "asyncio"), ("async", "uvloop"), ("sync", "asyncio")]
+    tidemq: dict[tuple[str, str, Path | None], Nsqd] = {}
+    for flush, loop in kinds:
+        tidemq[(flush, loop, None)] = Nsqd(flush, loop)
+        if base is not None and loop == "asyncio":  # the base after this checkout's server: they alternate
+            tidemq[(flush, loop, base)] = Nsqd(flush)
     clients = ["go-nsq 1.1.0"] + (["tidemq Producer"] if python else [])
     try:
         for real in reals:
             real.start()
-        for (_, src), server in tidemq.items():
+        for (_, _, src), server in tidemq.items():
             start_tidemq(server, src)
         targets = [Target(real.name, real.tcp, count) for real in reals]
         targets += [
             Target(
-                f"tidemq nsqd, {flush} flush" + (f" (base {src})" if src else ""),
+                f"tidemq nsqd, {flush} flush" + (", uvloop" if loop == "uvloop" else "")
+                + (f" (base {src})" if src else ""),
                 s.tcp,
                 count if flush == "async" else max(500, count // 10),
             )
-            for (flush, src), s in tidemq.items()
-        ]
+            for (flush, loop, src), s in tidemq.items()
+        ]  # fmt: skip
         for round_no in range(repeat):
             for client in clients:
                 for target in targets:
@@ -231,8 +235,8 @@ def compare(nsqgo: Path, count: int, body_size: int, repeat: int, python: bool, 
     table(targets, clients)
 
 
-def profile(nsqgo: Path, count: int, body_size: int, path: Path) -> None:
-    server = Nsqd("async")
+def profile(nsqgo: Path, count: int, body_size: int, path: Path, event_loop: str) -> None:
+    server = Nsqd("async", event_loop)
     os.environ["TIDEMQ_PROFILE"] = str(path)
     try:
         server.start()
@@ -254,6 +258,7 @@ def main() -> None:
     parser.add_argument("--nsqgo", type=Path, default=None, help="a built nsqgo (default: builds one)")
     parser.add_argument("--profile", type=Path, default=None, help="cProfile tidemq nsqd into this file")
     parser.add_argument("--base-src", type=Path, default=None, help="tidemq from this src too")
+    parser.add_argument("--event-loop", default="asyncio", help="the profiled server's (asyncio, uvloop)")
     args = parser.parse_args()
     count = args.count or (5_000 if args.quick else 20_000)
     nsqgo = args.nsqgo
@@ -261,7 +266,7 @@ def main() -> None:
         build_nsqgo()
         nsqgo = NSQGO
     if args.profile is not None:
-        profile(nsqgo, count, args.body_size, args.profile)
+        profile(nsqgo, count, args.body_size, args.profile, args.event_loop)
         return
     if not REAL_NSQD.exists():
         sys.exit(f"{REAL_NSQD} is missing: run `make nsq-go` first")

@@ -82,8 +82,9 @@ class Nsqd(Server):
 
     name = "nsqd"
 
-    def __init__(self, flush: str) -> None:
+    def __init__(self, flush: str, event_loop: str = "asyncio") -> None:
         super().__init__(flush)
+        self.event_loop = event_loop
         self.tcp_port = free_port()
         self.http_port = free_port()
 
@@ -92,7 +93,8 @@ class Nsqd(Server):
         return f"{HOST}:{self.tcp_port}"
 
     def command(self) -> list[str]:
-        return ["nsqd", "--tcp-address", self.tcp, "--http-address", f"{HOST}:{self.http_port}"]
+        args = ["nsqd", "--tcp-address", self.tcp, "--http-address", f"{HOST}:{self.http_port}"]
+        return args if self.event_loop == "asyncio" else [*args, "--event-loop", self.event_loop]
 
     def stats(self, topic: str) -> dict[str, Any]:
         """The topic's entry of ``/stats?format=json`` (empty if nsqd does not know it)."""

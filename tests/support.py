@@ -61,6 +61,8 @@ class ServerProcess:
         self.ops_port = free_port()  # the operations port (console, /metrics)
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-{command}.log"
+        #: What the server printed once ready ("tidemq ready: ...").
+        self.ready_line = ""
 
     @property
     def namesrv(self) -> str:
@@ -130,6 +132,7 @@ class ServerProcess:
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if line.startswith(b"tidemq ready"):
+                self.ready_line = line.decode(errors="replace").strip()
                 return self
             if not line and self.proc.poll() is not None:
                 break

@@ -9,6 +9,7 @@ import gc
 import os
 import socket
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -198,14 +199,15 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
     return config
 
 
-def run_plan(plan: ServerPlan) -> None:
+def run_plan(plan: ServerPlan, event_loop: str = "asyncio") -> None:
     # A crash in native code (grpcio's C core, a compression library) kills the process with a signal and
     # no Python traceback; with this, every thread's Python stack goes to stderr (the server log) first,
     # so the log names what the server was doing (docs/reliability.md#fatal-signals).
     faulthandler.enable(all_threads=True)
     plan.on_ready = _ready
+    loop_factory = _loop_factory(event_loop)
     try:
-        _run_profiled(plan) if os.environ.get(PROFILE_ENV) else asyncio.run(serve(plan))
+        _run_profiled(plan, loop_factory) if os.environ.get(PROFILE_ENV) else _run(plan, loop_factory)
     except (StoreError, ssl.SSLError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -223,14 +225,41 @@ def run_plan(plan: ServerPlan) -> None:
 PROFILE_ENV = "TIDEMQ_PROFILE"
 
 
-def _run_profiled(plan: ServerPlan) -> None:
+def _run_profiled(plan: ServerPlan, loop_factory: LoopFactory | None) -> None:
     import cProfile
 
     profiler = cProfile.Profile()
     try:
-        profiler.runcall(asyncio.run, serve(plan))
+        profiler.runcall(_run, plan, loop_factory)
     finally:
         profiler.dump_stats(os.environ[PROFILE_ENV])
+
+
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+#: ``--event-loop``: uvloop runs the loop, its sockets and transports in C. A request that does little
+#: Python work per round trip (one nsqd PUB, about 12 us) spends as long again in asyncio's own loop and
+#: transport code, so uvloop cuts such a round trip by about a third (docs/performance.md).
+EVENT_LOOPS = ("asyncio", "uvloop")
+
+
+def _loop_factory(event_loop: str) -> LoopFactory | None:
+    """None for asyncio's own loop."""
+    if event_loop == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        raise click.ClickException(
+            "--event-loop uvloop needs the uvloop package (pip install uvloop)"
+        ) from None
+    factory: LoopFactory = uvloop.new_event_loop
+    return factory
+
+
+def _run(plan: ServerPlan, loop_factory: LoopFactory | None) -> None:
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(serve(plan))
 
 
 def _ready(parts: list[str]) -> None:
@@ -239,6 +268,9 @@ def _ready(parts: list[str]) -> None:
     connection at once."""
     gc.collect()
     gc.freeze()
+    loop_module = type(asyncio.get_running_loop()).__module__.partition(".")[0]
+    if loop_module != "asyncio":  # the event loop is named only when it is not the default
+        parts = [*parts, f"event loop {loop_module}"]
     click.echo("tidemq ready: " + ", ".join(parts), err=False)
 
 
@@ -384,6 +416,13 @@ def register(main: click.Group) -> None:
     @click.option("--http-address", default=f"{LOCALHOST}:4151", show_default=True, help="HTTP API.")
     @_store_options
     @nsq_options
+    @click.option(
+        "--event-loop",
+        type=click.Choice(EVENT_LOOPS),
+        default="asyncio",
+        show_default=True,
+        help="uvloop (if installed): shorter request round trips, e.g. a synchronous PUB.",
+    )
     def nsqd(
         tcp_address: str,
         http_address: str,
@@ -391,6 +430,7 @@ def register(main: click.Group) -> None:
         flush: str,
         segment_size: int,
         retention_hours: float,
+        event_loop: str,
         **opts: Any,
     ) -> None:
         """Run an nsqd-compatible server alone (its own store under --data-dir).
@@ -403,7 +443,7 @@ def register(main: click.Group) -> None:
         if http_host != host:
             raise click.BadParameter("must use the same host as --tcp-address", param_hint="--http-address")
         store = _store_config(data_dir, flush, segment_size, retention_hours, opts)
-        run_plan(ServerPlan(None, 0, None, store, nsqd_config(host, tcp_port, http_port, opts)))
+        run_plan(ServerPlan(None, 0, None, store, nsqd_config(host, tcp_port, http_port, opts)), event_loop)
 
     @main.command()
     @config_option()

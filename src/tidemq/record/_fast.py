@@ -265,6 +265,14 @@ def build_stored_batch(
     return StoredBatch(bytearray().join(parts), sizes, tags_codes, keys)
 
 
+@lru_cache(maxsize=1024)
+def _uniform_layout(topic: str, born_host: bytes, store_host: bytes) -> tuple[bytes, int, struct.Struct]:
+    """What the records of a uniform batch share apart from properties and time: the topic field, the sys
+    flag and the head. nsqd stores each PUB on its own, to a few topics, so this is worked out once."""
+    head = record_head(len(born_host), len(store_host))
+    return topic_field(topic), host_flags(0, born_host, store_host), head
+
+
 def build_uniform_batch(
     bodies: list[bytes],
     *,
@@ -282,11 +290,22 @@ def build_uniform_batch(
     timestamp; pinned by ``test_build_uniform_batch_is_encode_record_per_body``. One ``struct`` pack per
     record; the tail after the body is built once.
     """
-    tail = topic_field(topic) + properties_field(properties.encode())
-    sys_flag = host_flags(0, born_host, store_host)
-    head = record_head(len(born_host), len(store_host))
+    topic_part, sys_flag, head = _uniform_layout(topic, born_host, store_host)
+    tail = topic_part + properties_field(properties.encode())
     fixed = head.size + len(tail)
     pack, crc32 = head.pack, zlib.crc32
+    if len(bodies) == 1:  # one PUB: no list of parts to join
+        body = bodies[0]
+        size = fixed + len(body)
+        data = bytearray(
+            pack(
+                size, MAGIC_MESSAGE, crc32(body) & 0x7FFFFFFF, queue_id, 0, 0, 0, sys_flag,
+                timestamp, born_host, timestamp, store_host, 0, 0, len(body),
+            )
+        )  # fmt: skip
+        data += body
+        data += tail
+        return StoredBatch(data, [size], [0], [[]], keyless=True)
     parts: list[bytes] = []
     append = parts.append
     sizes: list[int] = []

@@ -88,6 +88,7 @@ class NsqConnection(BufferedReceiver):
         self.connected_at = int(time.time())
         self.stats = {"message_count": 0, "finish_count": 0, "requeue_count": 0}
         self.tls = False
+        self._tls_required = cfg.tls_required is not TLSRequired.NO
         self.compression: StreamCompression | None = None
         self.auth_session = AuthSession(nsqd.authenticator, nsqd.auth_required, self._peer)
         self._commands: deque[Command | FinRun | NSQError] = deque()
@@ -269,6 +270,10 @@ class NsqConnection(BufferedReceiver):
     def send_response(self, data: bytes) -> None:
         self._output.write(encode_frame(FrameType.RESPONSE, data))
 
+    def send_ok(self) -> None:
+        """``send_response(OK)`` with the frame encoded once (a publish's answer)."""
+        self._output.write(_OK_FRAME)
+
     def send_error(self, err: NSQError) -> None:
         self._output.write(encode_frame(FrameType.ERROR, err.payload))
 
@@ -418,7 +423,7 @@ class NsqConnection(BufferedReceiver):
 
     @property
     def _tls_missing(self) -> bool:
-        return self.nsqd.config.tls_required is not TLSRequired.NO and not self.tls
+        return self._tls_required and not self.tls
 
     def _check_tls(self, cmd: Command) -> None:
         if cmd.name != b"IDENTIFY" and self._tls_missing:
@@ -569,6 +574,7 @@ class NsqConnection(BufferedReceiver):
         return None
 
 
+_OK_FRAME = encode_frame(FrameType.RESPONSE, OK)
 _PUBLISHES = frozenset(name for name, verb in VERBS.items() if verb.publish)
 #: What a FinRun's checks see (they read only the verb).
 _FIN = Command(b"FIN", [])

@@ -20,8 +20,10 @@ from tidemq.nsq.protocol import OK, Command, decode_mpub, decode_mpub_steps, mpu
 if TYPE_CHECKING:
     from tidemq.nsq.nsqd.connection import NsqConnection
 
-#: How many distinct good publish lines a connection remembers before it starts over.
+#: How many distinct good publish lines (and topic names) a connection remembers before it starts over.
 _GOOD_LINES_KEPT = 64
+#: Each publish verb's name and error code, looked up once per publish instead of decoded and formatted.
+_VERB_TEXT = {verb: (verb.decode(), f"E_{verb.decode()}_FAILED") for verb in (b"PUB", b"MPUB", b"DPUB")}
 
 
 class Publisher:
@@ -38,6 +40,10 @@ class Publisher:
         self.writer = Writer.WRITING
         #: Publish lines (verb, params) that passed ``check_publish_line``.
         self._good_lines: set[tuple[bytes, ...]] = set()
+        #: Topic names as sent and decoded: a producer repeats the same few (bounded as the lines are).
+        self._topics: dict[bytes, str] = {}
+        #: The store's flush mode, fixed for the server's life.
+        self._sync_flush = conn.nsqd.sync_flush
 
     def check_line(self, cmd: Command) -> None:
         """``check_publish_line``, skipped for a line already found good: the check depends on the line
@@ -84,17 +90,25 @@ class Publisher:
             return decode_mpub(cmd.body or b"", self.nsqd.config.max_msg_size)
         return [cmd.body or b""]
 
+    def _topic(self, raw: bytes) -> str:
+        topic = self._topics.get(raw)
+        if topic is None:
+            if len(self._topics) >= _GOOD_LINES_KEPT:
+                self._topics.clear()
+            topic = self._topics[raw] = raw.decode(errors="replace")
+        return topic
+
     def _store(self, cmd: Command, bodies: list[bytes]) -> None:
-        verb = cmd.name.decode()
-        topic = cmd.params[0].decode(errors="replace")
+        verb, error_code = _VERB_TEXT[cmd.name]
+        topic = self._topic(cmd.params[0])
         defer_ms = parse_int(cmd.params[1], verb, "timeout") if verb == "DPUB" else 0
-        error_code = f"E_{verb}_FAILED"
         end_offset = self.nsqd.append(topic, bodies, defer_ms=defer_ms, error_code=error_code)
-        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
-        if self.nsqd.sync_flush:
+        counts = self.pub_counts
+        counts[topic] = counts.get(topic, 0) + len(bodies)
+        if self._sync_flush:
             self.unanswered.append((end_offset, error_code))
         else:
-            self.conn.send_response(OK)
+            self.conn.send_ok()
 
     async def answer_publishes(self) -> None:
         """Sync flush: answer the publishes stored so far once one fsync covers them all, in order.
