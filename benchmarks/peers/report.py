@@ -28,6 +28,7 @@ class Row:
     seconds: float = 0.0
     broker_cpu: float = 0.0
     client_cpu: float = 0.0
+    producer_cpu: float = 0.0  # the part of client_cpu that is the producer's process
     broker_rss_mib: float = 0.0
     p50_ms: float | None = None
     p99_ms: float | None = None
@@ -138,4 +139,27 @@ def ratio_table(rows: list[Row], family: str) -> str:
                     [label, who, _value(ours), f"{theirs.system} ({theirs.variant})", _value(theirs), ratio]
                 )
             )
+    return "\n".join(lines)
+
+
+def cpu_table(rows: list[Row]) -> str:
+    """CPU per message of each process: where a workload's time goes on two shared cores (W3 and W4, where
+    producer, broker and consumer run at once)."""
+    lines = [
+        "| system | workload | variant | msgs | broker µs/msg | producer µs/msg | consumer µs/msg "
+        "| all µs/msg |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if r.error or not r.messages or r.workload not in ("w3", "w4"):
+            continue
+        per = 1e6 / r.messages
+        consumer = r.client_cpu - r.producer_cpu
+        lines.append(
+            md_row([
+                r.system, WORKLOADS[r.workload], r.variant, f"{r.messages:,}", f"{r.broker_cpu * per:.1f}",
+                f"{r.producer_cpu * per:.1f}", f"{consumer * per:.1f}",
+                f"{(r.broker_cpu + r.client_cpu) * per:.1f}",
+            ])
+        )  # fmt: skip
     return "\n".join(lines)

@@ -45,7 +45,7 @@ from typing import Any
 from clientlib import BODY, Spec, Tally, emit
 from plan import MODULES, Limits, Variant, brokers, go_client, missing, plan_for
 from procs import Broker, Child, reset_hwm, tree_cpu, tree_hwm_mib
-from report import WORKLOADS, Row, median_rows, ratio_table, results_table
+from report import WORKLOADS, Row, cpu_table, median_rows, ratio_table, results_table
 
 from bench_common import arg_parser, describe, machine
 
@@ -103,6 +103,7 @@ def measure(
         for child in children:
             child.kill()
         row.client_cpu = sum(c.cpu for c in children)
+        row.producer_cpu = sum(c.cpu for c in children if c.spec["role"] == "produce")
         row.broker_cpu = tree_cpu(roots) - cpu0
         row.broker_rss_mib = tree_hwm_mib(roots)
     return p_out, c_out
@@ -336,10 +337,14 @@ def main() -> int:
         print("\nRatio: tidemq (RocketMQ side) / best peer at equal durability (W1-W3 msgs/s: >1 is faster; "
               "W4 p99: <1 is lower latency)\n")  # fmt: skip
         print(ratio_table(peers, "tidemq"))
+        print("\nCPU per message of each process (W3, W4; utime+stime over the workload / messages)\n")
+        print(cpu_table(peers))
     if nsq:
         print("\n" + results_table(nsq))
         print("\nRatio: tidemq NSQ side / best peer at equal durability (same rules)\n")
         print(ratio_table(nsq + others, "tidemq-nsq"))
+        print("\nCPU per message of each process (same rules)\n")
+        print(cpu_table(nsq))
     print(f"\nTotal wall time {time.monotonic() - started:.1f} s")
     return 1 if any(r.error or any("MISSING" in n for n in r.notes) for r in rows) else 0
 

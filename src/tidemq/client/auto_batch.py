@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemq.client import api
 from tidemq.client.config import strip_namespace
+from tidemq.client.fault import retryable
 from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendResult
 from tidemq.client.message_queue import MessageQueue
@@ -155,7 +156,7 @@ class Accumulator:
             selector, arg = select_by_hash, sharding_key
         if selector is not None:
             queue = selector(queues, msg, arg)
-        retryable = queue is None
+        may_retry = queue is None
         mq = queue if queue is not None else producer._pick(queues, None)
         uniq = producer._ids.next_id()
         if msg.properties or msg.tags or msg.keys:
@@ -165,7 +166,7 @@ class Accumulator:
             text = encode_properties(props)
         else:  # the common case, without a dict per message
             wait, text = True, _UNIQ_ONLY + uniq
-        key = (mq, wait, retryable)
+        key = (mq, wait, may_retry)
         gathering = self._gatherings.get(key)
         if gathering is None:
             gathering = self._gatherings[key] = _Gathering()
@@ -239,17 +240,15 @@ class Accumulator:
     ) -> None:
         """One batch request, retried on another queue as a single send would be (unless its queue was
         chosen by the caller); every message of it succeeds or fails together."""
-        from tidemq.client.fast_send import RETRY_CODES as _RETRY_CODES
-
         producer = self.producer
-        mq, wait, retryable = key
+        mq, wait, may_retry = key
         body = encode_batch(batch.items)
         props = {Prop.WAIT: "true" if wait else "false"}
         last_error: BaseException | None = None
         last_broker: str | None = None
         attempts = 0
         try:
-            for _attempt in range(1 + (producer.retry_times if retryable else 0)):
+            for _attempt in range(1 + (producer.retry_times if may_retry else 0)):
                 if time.monotonic() >= deadline:
                     break
                 if attempts:
@@ -262,7 +261,7 @@ class Accumulator:
                 except (RemotingError, MQClientError, api.BrokerError) as exc:
                     last_error, last_broker = exc, mq.broker_name
                     producer._record_latency(mq.broker_name, (time.monotonic() - started) * 1000, True)
-                    if isinstance(exc, api.BrokerError) and exc.code not in _RETRY_CODES:
+                    if not retryable(exc):
                         break
                     log.warning("batch send to %s failed (%s), retrying on another queue", mq, exc)
                     continue
@@ -270,7 +269,7 @@ class Accumulator:
                 self._resolve(result, batch)
                 return
             error: BaseException
-            if isinstance(last_error, api.BrokerError) and last_error.code not in _RETRY_CODES:
+            if last_error is not None and not retryable(last_error):
                 error = last_error
             else:
                 error = producer._send_failed(

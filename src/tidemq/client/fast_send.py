@@ -2,7 +2,11 @@
 with the transport's ``invoke_future`` and turned into its SendResult in a done-callback, without a task
 or a coroutine chain (a task and four coroutine frames per send were most of a single-message producer's
 CPU). A failure ``send`` would retry hands the remaining attempts to the usual path, within the same
-deadline, so both paths retry and report alike (docs/performance.md#single-sends)."""
+deadline, so both paths retry and report alike (docs/performance.md#single-sends).
+
+This is a method of ``Producer`` kept in its own file for the producer module's size: it uses the
+producer's private members (route cache, queue pick, header, latency record, retry loop) as the
+producer's own methods do, and nothing else calls them from outside."""
 
 from __future__ import annotations
 
@@ -12,11 +16,11 @@ import time
 from typing import TYPE_CHECKING
 
 from tidemq.client import api
+from tidemq.client.fault import retryable
 from tidemq.client.instance import MQClientError
 from tidemq.client.message import Message, SendResult
 from tidemq.client.request import is_reply
 from tidemq.record import Prop
-from tidemq.remoting.codes import ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.transport import RemotingError
 
@@ -24,26 +28,6 @@ if TYPE_CHECKING:
     from tidemq.client.producer import Producer
 
 log = logging.getLogger("tidemq.client.producer")  # one logger for both paths of a send
-
-#: Broker answers after which Java retries on another broker.
-RETRY_CODES = frozenset(
-    {
-        ResponseCode.TOPIC_NOT_EXIST,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_ERROR,
-        ResponseCode.NO_PERMISSION,
-        ResponseCode.NO_BUYER_ID,
-        ResponseCode.NOT_IN_CURRENT_UNIT,
-        ResponseCode.SYSTEM_BUSY,
-    }
-)
-
-
-def retryable(exc: BaseException) -> bool:
-    """Whether a failed send attempt is tried again on another queue (as Java's producer)."""
-    if isinstance(exc, api.BrokerError):
-        return exc.code in RETRY_CODES
-    return isinstance(exc, RemotingError | MQClientError)
 
 
 def start_send(producer: Producer, msg: Message, timeout: float | None) -> asyncio.Future[SendResult] | None:

@@ -1,4 +1,5 @@
-"""Send-latency fault avoidance (Java MQFaultStrategy), off by default as in Java: when on, a broker that
+"""A failed send: whether it is tried again on another queue (``retryable``, as Java's producer), and
+send-latency fault avoidance (Java MQFaultStrategy), off by default as in Java: when on, a broker that
 answered slowly or failed is skipped for a while, longer the worse it did (a failed send counts as 30 s
 of latency, so one failure keeps a broker out for 10 minutes with the default tables)."""
 
@@ -7,10 +8,35 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from tidemq.client import api
+from tidemq.client.instance import MQClientError
+from tidemq.remoting.codes import ResponseCode
+from tidemq.remoting.transport import RemotingError
+
 #: Latency upper bounds (ms) and how long a broker that reached each is avoided (ms), as in Java.
 LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION_MS = (0, 0, 30000, 60000, 120000, 180000, 600000)
 ISOLATION_LATENCY_MS = 30000
+
+#: Broker answers after which Java retries on another broker.
+RETRY_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+        ResponseCode.SYSTEM_BUSY,
+    }
+)
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether a failed send attempt is tried again on another queue (as Java's producer)."""
+    if isinstance(exc, api.BrokerError):
+        return exc.code in RETRY_CODES
+    return isinstance(exc, RemotingError | MQClientError)
 
 
 class LatencyFaultTolerance:

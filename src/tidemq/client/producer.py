@@ -8,7 +8,7 @@ import itertools
 import logging
 import re
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -16,8 +16,8 @@ from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.client import api
 from tidemq.client.auto_batch import Accumulator, AutoBatchSettings
 from tidemq.client.config import ClientConfig, strip_namespace, wrap_namespace
-from tidemq.client.fast_send import retryable, start_send
-from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, LatencyFaultTolerance
+from tidemq.client.fast_send import start_send
+from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, LatencyFaultTolerance, retryable
 from tidemq.client.instance import ClientInstance, MQClientError
 from tidemq.client.message import Message, SendResult, SendStatus, deliver_time_ms
 from tidemq.client.message_queue import MessageQueue
@@ -43,6 +43,7 @@ from tidemq.remoting.transport import RemotingError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_F = TypeVar("_F", bound=asyncio.Future[Any])
 _UNIQ_ONLY = Prop.UNIQ_KEY + NAME_VALUE_SEPARATOR
 
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -460,12 +461,8 @@ class Producer:
         if batcher is None and not kwargs.keys() - {"timeout"}:
             started = start_send(self, msg, kwargs.get("timeout"))
             if started is not None:
-                self._pending.add(started)
-                started.add_done_callback(self._pending.discard)
-                if callback is not None:
-                    started.add_done_callback(_callback_of(callback))
-                return started
-        return self._track(self.send(msg, **kwargs), callback)
+                return self._track(started, callback)
+        return self._track(asyncio.ensure_future(self.send(msg, **kwargs)), callback)
 
     # --- request-reply (docs/protocols/rocketmq-request-reply.md) ---------------------------------------
 
@@ -481,21 +478,16 @@ class Producer:
         callback: Callable[[MessageExt | None, BaseException | None], None] | None = None,
     ) -> asyncio.Task[MessageExt]:
         """Start a request and return at once; the task (and ``callback``) get the reply."""
-        return self._track(self.request(msg, timeout), callback)
+        return self._track(asyncio.ensure_future(self.request(msg, timeout)), callback)
 
-    def _track(
-        self,
-        work: Coroutine[Any, Any, _T],
-        callback: Callable[[_T | None, BaseException | None], None] | None,
-    ) -> asyncio.Task[_T]:
-        """Run ``work`` as a task shutdown waits for; ``callback(result, error)`` when it is done."""
-        task = asyncio.ensure_future(work)
-        self._pending.add(task)
-
-        task.add_done_callback(self._pending.discard)
+    def _track(self, work: _F, callback: Callable[[Any, BaseException | None], None] | None) -> _F:
+        """Keep ``work`` (a task, or the fast path's future) for shutdown to wait for; ``callback(result,
+        error)`` when it is done."""
+        self._pending.add(work)
+        work.add_done_callback(self._pending.discard)
         if callback is not None:
-            task.add_done_callback(_callback_of(callback))
-        return task
+            work.add_done_callback(_callback_of(callback))
+        return work
 
     async def reply(self, request: MessageExt, body: bytes, timeout: float | None = None) -> SendResult:
         """Answer a consumed request: ``create_reply`` and send it. The broker answers SUCCESS only once

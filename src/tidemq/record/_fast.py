@@ -294,36 +294,28 @@ def build_uniform_batch(
     tail = topic_part + properties_field(properties.encode())
     fixed = head.size + len(tail)
     pack, crc32 = head.pack, zlib.crc32
+
+    def head_for(body: bytes) -> bytes:
+        return pack(
+            fixed + len(body), MAGIC_MESSAGE, crc32(body) & 0x7FFFFFFF, queue_id, 0, 0, 0, sys_flag,
+            timestamp, born_host, timestamp, store_host, 0, 0, len(body),
+        )  # fmt: skip
+
+    no_keys: list[bytes] = []  # never appended to: shared by every record
     if len(bodies) == 1:  # one PUB: no list of parts to join
         body = bodies[0]
-        size = fixed + len(body)
-        data = bytearray(
-            pack(
-                size, MAGIC_MESSAGE, crc32(body) & 0x7FFFFFFF, queue_id, 0, 0, 0, sys_flag,
-                timestamp, born_host, timestamp, store_host, 0, 0, len(body),
-            )
-        )  # fmt: skip
+        data = bytearray(head_for(body))
         data += body
         data += tail
-        return StoredBatch(data, [size], [0], [[]], keyless=True)
+        return StoredBatch(data, [len(data)], [0], [no_keys])
     parts: list[bytes] = []
     append = parts.append
-    sizes: list[int] = []
     for body in bodies:
-        size = fixed + len(body)
-        append(
-            pack(
-                size, MAGIC_MESSAGE, crc32(body) & 0x7FFFFFFF, queue_id, 0, 0, 0, sys_flag,
-                timestamp, born_host, timestamp, store_host, 0, 0, len(body),
-            )
-        )  # fmt: skip
+        append(head_for(body))
         append(body)
         append(tail)
-        sizes.append(size)
-    no_keys: list[bytes] = []  # never appended to: shared by every record
-    return StoredBatch(
-        bytearray().join(parts), sizes, [0] * len(bodies), [no_keys] * len(bodies), keyless=True
-    )
+    sizes = [fixed + len(body) for body in bodies]
+    return StoredBatch(bytearray().join(parts), sizes, [0] * len(bodies), [no_keys] * len(bodies))
 
 
 def record_properties(record: bytes | bytearray | memoryview) -> bytes:

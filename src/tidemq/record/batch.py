@@ -84,5 +84,3 @@ class StoredBatch:
     keys: list[list[bytes]] = field(default_factory=list)
     #: The index's hashes of ``keys`` when worked out ahead, off the store write (a big batch, in steps).
     key_hashes: list[list[int]] | None = None
-    #: No record has a key (nsqd's messages): the store skips the key index for the whole batch.
-    keyless: bool = False

@@ -70,6 +70,9 @@ def decode_properties(text: str | None) -> dict[str, str]:
 
 
 def encode_properties(props: dict[str, str]) -> str:
+    if len(props) == 1:  # nsqd's PUB, its timestamp alone: the hot case, without the generator
+        ((k, v),) = props.items()
+        return f"{k}{NAME_VALUE_SEPARATOR}{v}" if v is not None and k else ""
     return PROPERTY_SEPARATOR.join(
         f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None and k
     )

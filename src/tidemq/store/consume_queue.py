@@ -102,6 +102,9 @@ class ConsumeQueue:
 
     def append_many(self, phys: list[int], sizes: list[int], tags_codes: list[int]) -> None:
         """Append entries for records stored back to back, one write per file they land in."""
+        if len(phys) == 1:  # a single send or PUB, the common case: one entry packed straight
+            self.append(phys[0], sizes[0], tags_codes[0])
+            return
         done = 0
         while done < len(phys):
             mf = self._writable_file()

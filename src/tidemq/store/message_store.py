@@ -263,15 +263,12 @@ class MessageStore:
             hold.defer(phys_offsets, sizes, batch.tags_codes)
         else:
             try:
-                if len(sizes) == 1:  # a single send or PUB: one entry, packed straight
-                    cq.append(phys_offsets[0], sizes[0], batch.tags_codes[0])
-                else:
-                    cq.append_many(phys_offsets, sizes, batch.tags_codes)
+                cq.append_many(phys_offsets, sizes, batch.tags_codes)
             except OSError as exc:
                 self._roll_back(seg, base, [(cq, first_queue_offset)])
                 raise self._write_failure(exc) from None
         cq.bytes_in += len(data)
-        if self.index is not None and not batch.keyless:  # nsqd's records have no key to index
+        if self.index is not None and any(batch.keys):  # nsqd's records have no key to index
             if batch.key_hashes is not None:
                 self.index.add_hashed(batch.key_hashes, phys_offsets)
             else:

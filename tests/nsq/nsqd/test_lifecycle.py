@@ -78,13 +78,13 @@ def test_output_held_behind_a_fin_closes_the_socket_once_written() -> None:
         conn, transport = connection()
         conn.state = State.SUBSCRIBED
         assert conn.receiving
-        conn._fin_gate = 5  # a FIN at journal position 5 is not durable yet: output waits for it
+        conn.output.fin_gate = 5  # a FIN at journal position 5 is not durable yet: output waits for it
         conn.send_response(b"late")
         conn.close()
         assert conn.lifecycle is L.CLOSE_PENDING
         assert not transport.closed and transport.data == b""
         assert not conn.receiving
-        assert conn.fins_durable(5)
+        assert conn.output.fins_durable(5)
         assert conn.lifecycle is L.CLOSED
         assert transport.closed and transport.data == encode_frame(FrameType.RESPONSE, b"late")
 

@@ -10,7 +10,9 @@ heartbeat) knows a crash cannot bring that message back.
 A connection has two states: the protocol ``State`` (verbs.py: which verbs it may send; /stats shows
 it) and its ``Lifecycle`` (lifecycle.py: open, closing once held output is written, closed), which moves
 only through ``_move``. Publishing, with its own state (the answers waiting for an fsync, the worker's
-wait for it: the ``Writer`` state), is the connection's ``Publisher`` (publisher.py).
+wait for it: the ``Writer`` state), is the connection's ``Publisher`` (publisher.py); what it writes, with
+the FIN gate above and the back-pressure on a client that stops reading, its ``ClientOutput``
+(client_output.py).
 """
 
 from __future__ import annotations
@@ -26,16 +28,17 @@ from typing import TYPE_CHECKING, cast
 
 import orjson
 
-from tidemq.aio import BufferedReceiver, Bytes, OutputBuffer
+from tidemq.aio import BufferedReceiver
 from tidemq.nsq.compression import CompressionError, Deflate, Snappy, StreamCompression
 from tidemq.nsq.nsqd import identify, refusal
 from tidemq.nsq.nsqd.auth import AuthSession
 from tidemq.nsq.nsqd.channel import Channel
+from tidemq.nsq.nsqd.client_output import ClientOutput
 from tidemq.nsq.nsqd.config import TLSRequired
 from tidemq.nsq.nsqd.lifecycle import TRANSITIONS, Event, Lifecycle, Writer
 from tidemq.nsq.nsqd.publisher import Publisher, is_big_mpub
 from tidemq.nsq.nsqd.verbs import VERBS, State, Verb, unknown_verb, wrong_state
-from tidemq.nsq.nsqd.write_flow import OUTPUT_HIGH_WATER, WriteFlow
+from tidemq.nsq.nsqd.write_flow import OUTPUT_HIGH_WATER
 from tidemq.nsq.protocol import (
     CLOSE_WAIT,
     HEARTBEAT,
@@ -44,10 +47,7 @@ from tidemq.nsq.protocol import (
     Command,
     CommandParser,
     FinRun,
-    FrameType,
     NSQError,
-    encode_frame,
-    encode_messages,
     go_quote,
     parse_int,
     valid_name,
@@ -96,14 +96,9 @@ class NsqConnection(BufferedReceiver):
         self.publisher = Publisher(self)
         self._worker: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
-        #: nsqd's output buffer with a timeout of one loop pass (held during a TLS upgrade).
-        self._output = OutputBuffer(self._send)
+        #: What is written to the client: buffered, held behind FINs not yet durable, back-pressured.
+        self.output = ClientOutput(self)
         self._sync_flush = nsqd.sync_flush
-        #: Sync flush: the FIN journal position of this connection's last FIN, until it is durable.
-        self._fin_gate = 0
-        #: Output written after a FIN that was not durable yet: (journal position it waits for, data).
-        self._held: list[tuple[int, Bytes]] = []
-        self._flow = WriteFlow(self._write_stalled)
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------------------
 
@@ -153,7 +148,7 @@ class NsqConnection(BufferedReceiver):
                     commands.append(item)
         # What this read answers inline (a PUB's OK, FIN errors, the messages a FIN made room for) leaves
         # in one write as the read ends, not a loop pass later.
-        corked = self._output.cork()
+        corked = self.output.buffer.cork()
         try:
             if self._worker is None or self._worker.done():
                 if not self._run_inline():
@@ -162,21 +157,17 @@ class NsqConnection(BufferedReceiver):
                 self._run_inline()  # publishes that came meanwhile are stored now; the next fsync covers them
         finally:
             if corked:
-                self._output.uncork()
+                self.output.buffer.uncork()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.nsqd.tcp_gate.release(self.remote_ip)
         self._move(Event.LOST)
         self.nsqd.connections.discard(self)
-        self.nsqd.journal.waiters.discard(self)
-        self._held.clear()
-        self._flow.cancel()
+        self.output.drop()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
         if self.channel is not None:
             self.nsqd.unsubscribe(self.channel, self)
-
-    # --- output ---------------------------------------------------------------------------------------
 
     @property
     def pub_counts(self) -> dict[str, int]:
@@ -191,103 +182,46 @@ class NsqConnection(BufferedReceiver):
     def receiving(self) -> bool:
         """Subscribed, open, and its writes are draining: nothing more is delivered to a client whose
         transport is over its high-water mark or that already has WRITE_BYTES queued this pass."""
-        return self.state is State.SUBSCRIBED and self.lifecycle is _OPEN and self._flow.open
+        return self.state is State.SUBSCRIBED and self.lifecycle is _OPEN and self.output.flow.open
 
     # --- flow control: asyncio calls these as the transport's buffer crosses its marks -------------
 
     def pause_writing(self) -> None:
-        self._flow.pause((self.heartbeat_interval_ms or self.nsqd.config.client_timeout_ms) / 1000)
+        self.output.flow.pause((self.heartbeat_interval_ms or self.nsqd.config.client_timeout_ms) / 1000)
 
     def resume_writing(self) -> None:
-        self._flow.resume()
+        self.output.flow.resume()
         if self.channel is not None and self.receiving:
             self.channel.pump()
 
-    def _write_stalled(self) -> None:
-        """Nothing drained for a heartbeat interval: nsqd's write deadline would fail the write here."""
-        if self.transport is not None:
-            log.warning(
-                "client %s read nothing for %d ms with %d bytes pending; disconnecting it",
-                self.remote,
-                self.heartbeat_interval_ms or self.nsqd.config.client_timeout_ms,
-                self.transport.get_write_buffer_size(),
-            )
-            self.transport.abort()
+    # --- output: client_output.py ---------------------------------------------------------------------
 
-    def _send(self, data: Bytes) -> None:
-        """The output buffer's sink: held while a FIN before it is not durable, else written."""
-        if self._flow.written() and self.channel is not None:  # delivery waited for this write: go on
-            self._send_now(data)
-            if self.receiving:
-                self.channel.pump()
-            return
-        self._send_now(data)
+    def send_response(self, data: bytes) -> None:
+        self.output.send_response(data)
 
-    def _send_now(self, data: Bytes) -> None:
-        if self._fin_gate:
-            if self._held or self._fin_gate > self.nsqd.journal.durable:
-                self._held.append((self._fin_gate, data))
-                return
-            self._fin_gate = 0
-        self._write(data)
+    def send_ok(self) -> None:
+        self.output.send_ok()
 
-    def fins_durable(self, durable: int) -> bool:
-        """The FIN journal is durable up to ``durable``: write the output that waited for that, in order;
-        True once nothing waits any more."""
-        held = self._held
-        ready = 0
-        while ready < len(held) and held[ready][0] <= durable:
-            ready += 1
-        if ready:
-            parts = [data for _, data in held[:ready]]
-            del held[:ready]
-            self._write(parts[0] if len(parts) == 1 else b"".join(parts))
-        if held or self._fin_gate > durable:
-            return False
-        self._fin_gate = 0
+    def send_error(self, err: NSQError) -> None:
+        self.output.send_error(err)
+
+    def send_messages(self, messages: list[tuple[int, int, bytes, bytes]]) -> None:
+        self.stats["message_count"] += len(messages)
+        self.output.send_messages(messages)
+
+    def output_released(self) -> None:
+        """Nothing waits behind a FIN any more: a close that waited for that output happens now."""
         if self.lifecycle is Lifecycle.CLOSE_PENDING:
             self._move(Event.RELEASED)
             if self.transport is not None:
                 self.transport.close()
-        return True
-
-    def _write(self, data: Bytes) -> None:
-        """One (compressed) write; a client that stopped reading is dropped."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            return
-        if self.compression is not None:
-            data = self.compression.compress(data)
-        transport.write(data)
-        if transport.get_write_buffer_size() > self.nsqd.config.max_pending_output_bytes:
-            log.warning(
-                "client %s is not reading: %d bytes pending; disconnecting it",
-                self.remote,
-                transport.get_write_buffer_size(),
-            )
-            transport.abort()
-
-    def send_response(self, data: bytes) -> None:
-        self._output.write(encode_frame(FrameType.RESPONSE, data))
-
-    def send_ok(self) -> None:
-        """``send_response(OK)`` with the frame encoded once (a publish's answer)."""
-        self._output.write(_OK_FRAME)
-
-    def send_error(self, err: NSQError) -> None:
-        self._output.write(encode_frame(FrameType.ERROR, err.payload))
-
-    def send_messages(self, messages: list[tuple[int, int, bytes, bytes]]) -> None:
-        self.stats["message_count"] += len(messages)
-        self._flow.queued_bytes += sum([len(message[3]) for message in messages])
-        self._output.write_parts(encode_messages(messages))
 
     def close(self) -> None:
         """Close after what is queued has been written (a fatal error frame must reach the client); from
         here on nothing more is read from it or delivered to it."""
-        self._output.flush()
+        self.output.buffer.flush()
         # the last frames may wait for a FIN to be durable; the socket closes after them
-        self._move(Event.CLOSE_HELD if self._held else Event.CLOSE)
+        self._move(Event.CLOSE_HELD if self.output.held else Event.CLOSE)
         if self.lifecycle is Lifecycle.CLOSED and self.transport is not None:
             self.transport.close()
 
@@ -379,8 +313,7 @@ class NsqConnection(BufferedReceiver):
         position, problems = self.channel.finish_many(self, msg_ids)
         self.stats["finish_count"] += len(msg_ids) - len(problems)
         if position and self._sync_flush:
-            self._fin_gate = position
-            self.nsqd.journal.waiters.add(self)
+            self.output.hold_behind_fin(position)
         for problem in problems:
             self._answer_error(NSQError("E_FIN_FAILED", problem, fatal=False))
 
@@ -448,11 +381,11 @@ class NsqConnection(BufferedReceiver):
             self.send_response(OK)
             return
         self.send_response(orjson.dumps(identify.response(n, self.nsqd.config, self.auth_session.required)))
-        self._output.flush()  # the reply goes out in plain text, before any upgrade
+        self.output.buffer.flush()  # the reply goes out in plain text, before any upgrade
         if n.tls_v1:
             await self._upgrade_tls()
             self.send_response(OK)
-            self._output.flush()
+            self.output.buffer.flush()
         if n.snappy or n.deflate:
             self.compression = Snappy() if n.snappy else Deflate(n.deflate_level)
             self.send_response(OK)
@@ -460,7 +393,7 @@ class NsqConnection(BufferedReceiver):
     async def _upgrade_tls(self) -> None:
         context = self.nsqd.ssl_context
         assert context is not None and self.transport is not None
-        self._output.held = True
+        self.output.buffer.held = True
         try:
             transport = await asyncio.get_running_loop().start_tls(
                 self.transport, self, context, server_side=True, ssl_handshake_timeout=5.0
@@ -468,7 +401,7 @@ class NsqConnection(BufferedReceiver):
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
             raise NSQError("E_IDENTIFY_FAILED", f"IDENTIFY failed {exc}") from None
         finally:
-            self._output.held = False
+            self.output.buffer.held = False
         if transport is None:
             raise NSQError("E_IDENTIFY_FAILED", "IDENTIFY failed: connection closed during TLS handshake")
         self.transport = transport
@@ -574,7 +507,6 @@ class NsqConnection(BufferedReceiver):
         return None
 
 
-_OK_FRAME = encode_frame(FrameType.RESPONSE, OK)
 _PUBLISHES = frozenset(name for name, verb in VERBS.items() if verb.publish)
 #: What a FinRun's checks see (they read only the verb).
 _FIN = Command(b"FIN", [])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tidemq.nsq.nsqd.chunked_publish import CHUNK_MESSAGES
 from tidemq.nsq.nsqd.lifecycle import Writer
 from tidemq.nsq.nsqd.verbs import check_publish_line
-from tidemq.nsq.protocol import OK, Command, decode_mpub, decode_mpub_steps, mpub_count, parse_int
+from tidemq.nsq.protocol import Command, decode_mpub, decode_mpub_steps, mpub_count, parse_int
 
 if TYPE_CHECKING:
     from tidemq.nsq.nsqd.connection import NsqConnection
@@ -63,7 +63,7 @@ class Publisher:
             await self._publish_big(cmd)
             return
         bodies = self._bodies(cmd)
-        await self.conn.auth_session.check(cmd.name.decode(), cmd.params[0].decode(errors="replace"))
+        await self.conn.auth_session.check(_VERB_TEXT[cmd.name][0], self._topic(cmd.params[0]))
         self._store(cmd, bodies)
 
     async def _publish_big(self, cmd: Command) -> None:
@@ -72,12 +72,12 @@ class Publisher:
         bodies: list[bytes] = []
         for _ in decode_mpub_steps(cmd.body or b"", self.nsqd.config.max_msg_size, bodies):
             await asyncio.sleep(0)
-        topic = cmd.params[0].decode(errors="replace")
+        topic = self._topic(cmd.params[0])
         await self.conn.auth_session.check("MPUB", topic)
         await self.answer_publishes()
         await self.nsqd.publish(topic, bodies, error_code="E_MPUB_FAILED")
         self.pub_counts[topic] = self.pub_counts.get(topic, 0) + len(bodies)
-        self.conn.send_response(OK)
+        self.conn.output.send_ok()
 
     def publish_inline(self, cmd: Command) -> bool:
         """``publish`` without a task: what the connection runs inline when no AUTH can make it wait.
@@ -108,7 +108,7 @@ class Publisher:
         if self._sync_flush:
             self.unanswered.append((end_offset, error_code))
         else:
-            self.conn.send_ok()
+            self.conn.output.send_ok()
 
     async def answer_publishes(self) -> None:
         """Sync flush: answer the publishes stored so far once one fsync covers them all, in order.
@@ -126,7 +126,7 @@ class Publisher:
         finally:
             self.writer = Writer.WRITING
         for _ in unanswered:
-            self.conn.send_response(OK)
+            self.conn.output.send_ok()
 
 
 def is_big_mpub(cmd: Command) -> bool:

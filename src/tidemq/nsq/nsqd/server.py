@@ -40,16 +40,13 @@ from tidemq.nsq.nsqd.lookup_peer import LookupdRegistrar
 from tidemq.nsq.nsqd.quantile import LatencySettings
 from tidemq.nsq.nsqd.topic import Topic
 from tidemq.nsq.protocol import VERSION, NSQError, is_ephemeral
-from tidemq.record import LOOPBACK_HOST, NAME_VALUE_SEPARATOR, build_uniform_batch, encode_properties
+from tidemq.record import LOOPBACK_HOST, build_uniform_batch, encode_properties
 from tidemq.store import FlushMode, MessageStore, PutResult, StoreError
 from tidemq.store.documents import JsonSnapshots, read_json
 
 log = logging.getLogger(__name__)
 
-#: A record's properties up to its timestamp's digits (``encode_properties`` of the timestamp alone).
-_TIMESTAMP_PREFIX = PROP_TIMESTAMP + NAME_VALUE_SEPARATOR
-
-#: The born and store host of nsqd's records (127.0.0.1:0, as RocketMQ lays an IPv4 host out).
+#: How often the topic and channel state (metadata and channel cursors) is written, when it changed.
 PERSIST_INTERVAL_S = 1.0
 
 
@@ -347,15 +344,12 @@ class Nsqd:
     ) -> tuple[PutResult, int]:
         """Encode and store ``bodies`` in one write; returns where, and their timestamp (ns)."""
         now_ns = time.time_ns()
-        if defer_ms > 0 or extra:
-            props = {PROP_TIMESTAMP: str(now_ns)}
-            if defer_ms > 0:
-                props[PROP_DEFER] = str(defer_ms)
-            if extra:
-                props.update(extra)
-            properties = encode_properties(props)
-        else:  # a PUB or MPUB: what encode_properties makes of the timestamp alone, without the dict
-            properties = _TIMESTAMP_PREFIX + str(now_ns)
+        props = {PROP_TIMESTAMP: str(now_ns)}
+        if defer_ms > 0:
+            props[PROP_DEFER] = str(defer_ms)
+        if extra:
+            props.update(extra)
+        properties = encode_properties(props)
         store_topic = topic.store_topic
         batch = build_uniform_batch(
             bodies,
