@@ -155,13 +155,7 @@ class PendingPull:
     response: asyncio.Future[RemotingCommand]
 
     async def answer(self, timeout: float) -> RemotingCommand:
-        return _check(
-            await self.conn.answer(self.request, self.response, timeout),
-            ResponseCode.SUCCESS,
-            ResponseCode.PULL_NOT_FOUND,
-            ResponseCode.PULL_RETRY_IMMEDIATELY,
-            ResponseCode.PULL_OFFSET_MOVED,
-        )
+        return checked_pull(await self.conn.answer(self.request, self.response, timeout))
 
     async def result(self, timeout: float) -> PullResult:
         resp = await self.answer(timeout)
@@ -177,8 +171,24 @@ class PendingPull:
 
 
 def start_pull(conn: RemotingConnection, header: PullMessageRequestHeader) -> PendingPull:
-    request = RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext())
+    request = pull_request(header)
     return PendingPull(conn, request, conn.start_invoke(request))
+
+
+def pull_request(header: PullMessageRequestHeader) -> RemotingCommand:
+    return RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext())
+
+
+def checked_pull(resp: RemotingCommand) -> RemotingCommand:
+    """A PULL_MESSAGE answer whose code a puller acts on (found, not found, retry, offset moved); any
+    other raises BrokerError."""
+    return _check(
+        resp,
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    )
 
 
 def create_topic_request(
