@@ -30,6 +30,15 @@ PROFILE_DIR = Path(os.environ["TIDEMQ_SCALE_PROFILE"]) if os.environ.get("TIDEMQ
 RungRun = Callable[[Server, sl.Rung, sl.Budget], Awaitable[None]]
 
 
+class UncappedServer(Server):
+    """The clients ladder's server: every client connects from 127.0.0.1, and the default cap of 1,000
+    connections per IP would refuse the 1,000th, so it runs without caps, as a host with that many local
+    clients would be configured."""
+
+    def command(self) -> list[str]:
+        return [*super().command(), "--max-connections-per-ip", "0", "--max-connections", "0"]
+
+
 def run_ladder(name: str, rungs: list[int], budget: sl.Budget) -> list[sl.Rung]:
     results: list[sl.Rung] = []
     fresh: dict[str, RungRun] = {
@@ -47,7 +56,7 @@ def run_ladder(name: str, rungs: list[int], budget: sl.Budget) -> list[sl.Rung]:
             rung = sl.Rung(name, size)
             results.append(rung)
             if server is None or name not in sl.CUMULATIVE:
-                server = Server("async")
+                server = (UncappedServer if name == "clients" else Server)("async")
                 if PROFILE_DIR:
                     PROFILE_DIR.mkdir(parents=True, exist_ok=True)
                     path = PROFILE_DIR / f"broker-{name}-{size}.prof"
