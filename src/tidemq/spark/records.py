@@ -330,10 +330,10 @@ def _lookup(keys: Any, values: Any, parents: Any, rows: pa.Array, key: pa.Scalar
     at most once: ``pc.map_lookup`` gives the same, at four times the cost."""
     hit = pc.equal(keys, key)
     found = pc.filter(values, hit)
+    none = pa.nulls(len(rows), pa.string())
     if not len(found):
-        return pa.nulls(len(rows), pa.string())
-    has = pc.is_in(rows, value_set=pc.filter(parents, hit))
-    return pc.replace_with_mask(pa.nulls(len(rows), pa.string()), has, found)
+        return none
+    return pc.replace_with_mask(none, pc.is_in(rows, value_set=pc.filter(parents, hit)), found)
 
 
 def _repeats_a_key(parents: Any, keys: Any) -> bool:

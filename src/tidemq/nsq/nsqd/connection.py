@@ -199,9 +199,6 @@ class NsqConnection(BufferedReceiver):
     def send_response(self, data: bytes) -> None:
         self.output.send_response(data)
 
-    def send_ok(self) -> None:
-        self.output.send_ok()
-
     def send_error(self, err: NSQError) -> None:
         self.output.send_error(err)
 
