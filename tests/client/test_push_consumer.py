@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -13,8 +14,9 @@ from tests.consumer_support import Collector, consumer, produce
 from tests.support import RawClient, ServerProcess, create_topic, eventually
 from tidemq.broker.broker import Broker
 from tidemq.broker.config import BrokerConfig
-from tidemq.client.consumer import ConsumeFromWhere, ConsumeStatus, MessageModel
+from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel
 from tidemq.namesrv import NameServer
+from tidemq.record import MessageExt
 from tidemq.store import StoreConfig
 
 FIRST = ConsumeFromWhere.FIRST_OFFSET
@@ -274,3 +276,53 @@ async def test_broadcasting_gives_everyone_everything_and_offsets_survive(
     await asyncio.sleep(0.5)
     await c.shutdown()
     assert again.distinct() == {f"x{i}".encode() for i in range(5)}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["coroutine", "plain"])
+async def test_concurrent_pool_consumes_one_queue_in_parallel(server: ServerProcess, kind: str) -> None:
+    """Single-message requests cut from one pulled batch run on ``consume_thread_max`` workers at once,
+    whether the listener awaits on the loop or blocks on the pool: the workers wake each other while
+    requests remain, so a slow listener does not leave the rest of the batch waiting behind it."""
+    await create_topic(server.broker, f"Parallel{kind}", 1)
+    await produce(server.namesrv, f"Parallel{kind}", 24)
+    lock = threading.Lock()
+    running, peak, seen = 0, 0, set()
+
+    def enter(msgs: list[MessageExt]) -> None:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+            seen.update(m.body for m in msgs)
+
+    def leave() -> None:
+        nonlocal running
+        with lock:
+            running -= 1
+
+    async def on_loop(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+        enter(msgs)
+        await asyncio.sleep(0.2)
+        leave()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def on_pool(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+        enter(msgs)
+        time.sleep(0.2)
+        leave()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    listener = on_loop if kind == "coroutine" else on_pool
+    c = consumer(
+        server.namesrv,
+        f"Parallel{kind}Group",
+        f"Parallel{kind}",
+        listener,
+        consume_from_where=FIRST,
+        consume_thread_max=6,
+    )
+    await c.start()
+    await eventually(lambda: len(seen) == 24, what="24 messages", timeout=20.0)
+    await c.shutdown()
+    assert peak == 6, f"at most {peak} listener calls ran at once, not consume_thread_max (6)"

@@ -114,8 +114,7 @@ class Accumulator:
             msg.delay_level
             or msg.deliver_at is not None
             or msg.delay is not None
-            or kwargs.get("deliver_at") is not None
-            or kwargs.get("delay") is not None
+            or (kwargs and (kwargs.get("deliver_at") is not None or kwargs.get("delay") is not None))
             or not isinstance(body, bytes)
             or not body
             or len(body) > self.settings.max_bytes

@@ -76,8 +76,12 @@ def _callback_of(
     return done
 
 
+def well_formed_topic(topic: str) -> bool:
+    return 0 < len(topic) <= 127 and _VALID_TOPIC.match(topic) is not None
+
+
 def validate_topic(topic: str) -> None:
-    if not topic or len(topic) > 127 or not _VALID_TOPIC.match(topic):
+    if not well_formed_topic(topic):
         raise MQClientError(f"invalid topic {topic!r}: 1-127 characters of [%|a-zA-Z0-9_-]")
 
 
@@ -128,6 +132,8 @@ class Producer:
         self._instance: ClientInstance | None = None
         self._pending: set[asyncio.Future[Any]] = set()
         self._routed: dict[str, tuple[object, list[MessageQueue]]] = {}
+        #: Topics auto-batching has found well formed, so a stream of sends checks each name once.
+        self._valid_topics: set[str] = set()
         self._batcher = (
             Accumulator(
                 self,
@@ -207,6 +213,15 @@ class Producer:
         queues: list[MessageQueue] = route.publish_queues(topic)
         self._routed[topic] = (route, queues)
         return queues
+
+    def _valid_topic(self, topic: str) -> bool:
+        """Whether ``topic`` is a well-formed name (remembered; an ill-formed one takes the path that
+        raises the error)."""
+        if not well_formed_topic(topic):
+            return False
+        if len(self._valid_topics) < 4096:
+            self._valid_topics.add(topic)
+        return True
 
     def _known_queues(self, topic: str) -> list[MessageQueue] | None:
         """The queues of ``topic`` without a wait when its route (or the auto-create template's queues
@@ -445,16 +460,19 @@ class Producer:
         if batcher is not None and batcher.has_room() and batcher.batchable(msg, kwargs):
             topic = msg.topic
             queues = self._known_queues(wrap_namespace(self.config.namespace, topic))
-            if queues is not None and _VALID_TOPIC.match(topic) and len(topic) <= 127:
-                future = batcher.submit(
-                    msg,
-                    queues,
-                    queue=kwargs.get("queue"),
-                    selector=kwargs.get("selector"),
-                    arg=kwargs.get("arg"),
-                    sharding_key=kwargs.get("sharding_key"),
-                    timeout=kwargs.get("timeout"),
-                )
+            if queues is not None and (topic in self._valid_topics or self._valid_topic(topic)):
+                if not kwargs:
+                    future = batcher.submit(msg, queues)
+                else:
+                    future = batcher.submit(
+                        msg,
+                        queues,
+                        queue=kwargs.get("queue"),
+                        selector=kwargs.get("selector"),
+                        arg=kwargs.get("arg"),
+                        sharding_key=kwargs.get("sharding_key"),
+                        timeout=kwargs.get("timeout"),
+                    )
                 if callback is not None:
                     future.add_done_callback(_callback_of(callback))
                 return future

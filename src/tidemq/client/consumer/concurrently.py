@@ -3,7 +3,9 @@ parallel on a bounded pool; failed messages go back to the broker for a delayed 
 success acknowledges the batch up to ``ack_index``; either spelling of try-later none of it.
 
 The pool is ``consume_thread_max`` worker coroutines taking consume requests from one queue, as
-Java's threads take them from the executor's queue: no task is created per batch.
+Java's threads take them from the executor's queue: no task is created per batch. A pulled batch is queued
+whole and each idle worker cuts its next ``consume_batch_max_size`` messages from the front, so a pull of
+32 costs one queue entry, not 32, while its messages are still consumed in parallel.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 from tidemq.aio import TaskSet, cancel_and_wait
@@ -27,16 +30,33 @@ log = logging.getLogger(__name__)
 RETRY_LOCALLY_AFTER_S = 5.0
 _CONSUME_SUCCESS = ConsumeStatus.CONSUME_SUCCESS
 _SUCCESS = ConsumeStatus.SUCCESS
+_CONSUME_START_TIME = Prop.CONSUME_START_TIME
+
+
+class _Pulled:
+    """A pulled batch waiting in the consume queue; workers take ``size`` messages at a time from ``next``."""
+
+    __slots__ = ("mq", "msgs", "next", "pq")
+
+    def __init__(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        self.msgs = msgs
+        self.next = 0
+        self.pq = pq
+        self.mq = mq
 
 
 class ConcurrentConsumeService:
     def __init__(self, consumer: PushConsumer) -> None:
         self.consumer = consumer
-        self._requests: asyncio.Queue[tuple[list[MessageExt], ProcessQueue, MessageQueue]] = asyncio.Queue()
+        self._pending: deque[_Pulled] = deque()
+        self._idle: list[asyncio.Future[None]] = []  # one per worker waiting for work
+        self._busy = 0  # workers inside a consume request
+        self._drained: asyncio.Event | None = None  # set by close(): wakes it when the last request ends
         self._workers: list[asyncio.Task[None]] = []
         self._tasks = TaskSet()  # local retries waiting out their delay
         self._cleaner: asyncio.Task[None] | None = None
         self._warned: set[ConsumeStatus] = set()
+        self._started_ms, self._started_text = 0, "0"
 
     def start(self) -> None:
         self._cleaner = asyncio.create_task(self._clean_expired_loop())
@@ -45,43 +65,85 @@ class ConcurrentConsumeService:
         ]
 
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
-        size = max(1, self.consumer.consume_batch_max_size)
-        put = self._requests.put_nowait
-        if len(msgs) <= size:
-            put((msgs, pq, mq))
+        if not msgs:
+            return
+        self._pending.append(_Pulled(msgs, pq, mq))
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        """Wake one idle worker. Each worker that takes a request wakes the next while requests remain,
+        so a listener that awaits brings in more workers one by one, and a listener that never suspends
+        lets the first worker run through the batch while the others sleep on."""
+        idle = self._idle
+        while idle:
+            waiter = idle.pop()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _next_request(self) -> tuple[list[MessageExt], ProcessQueue, MessageQueue] | None:
+        """The next ``consume_batch_max_size`` messages from the front of the queue, or None."""
+        pending = self._pending
+        if not pending:
+            return None
+        pulled = pending[0]
+        start, msgs = pulled.next, pulled.msgs
+        end = start + max(1, self.consumer.consume_batch_max_size)
+        if end >= len(msgs):
+            pending.popleft()
+            end = len(msgs)
         else:
-            for i in range(0, len(msgs), size):
-                put((msgs[i : i + size], pq, mq))
+            pulled.next = end
+        return (msgs if start == 0 and end == len(msgs) else msgs[start:end]), pulled.pq, pulled.mq
 
     async def _work(self) -> None:
-        requests = self._requests
+        loop = asyncio.get_running_loop()
         while True:
-            msgs, pq, mq = await requests.get()
+            request = self._next_request()
+            if request is None:
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+                continue
+            msgs, pq, mq = request
+            if self._pending:
+                self._wake_one()
+            self._busy += 1
             try:
                 await self._consume(msgs, pq, mq)
             except Exception:
                 log.exception("consuming %d messages of %s failed", len(msgs), mq)
             finally:
-                requests.task_done()
+                self._busy -= 1
+                if self._drained is not None and not self._busy and not self._pending:
+                    self._drained.set()
 
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:
             return
         ctx = ConsumeContext(mq)
-        started = str(int(time.time() * 1000))
+        started = self._start_time()
         for msg in msgs:
-            msg.put_property(Prop.CONSUME_START_TIME, started)
+            msg.put_property(_CONSUME_START_TIME, started)
         status, error = await self.consumer.run_listener(msgs, ctx)
         if pq.is_dropped():
             log.info("queue %s was dropped while consuming; not committing %d messages", mq, len(msgs))
             return
+        size = len(msgs)
         if status is _CONSUME_SUCCESS or status is _SUCCESS:
-            acked = _acked(ctx, len(msgs))
+            acked = size if ctx.ack_index >= size - 1 else _acked(ctx, size)
         else:
-            acked = self._acked_otherwise(status, ctx, len(msgs))
-        if acked < len(msgs):
+            acked = self._acked_otherwise(status, ctx, size)
+        if acked < size:
             msgs = msgs[:acked] + await self._failed(status, error, ctx, msgs[acked:], pq, mq)
         self._done(msgs, pq, mq)
+
+    def _start_time(self) -> str:
+        """CONSUME_START_TIME's text (ms), formatted once per millisecond rather than once per request."""
+        now = int(time.time() * 1000)
+        if now != self._started_ms:
+            self._started_ms, self._started_text = now, str(now)
+        return self._started_text
 
     def _acked_otherwise(self, status: ConsumeStatus | None, ctx: ConsumeContext, size: int) -> int:
         """How many leading messages an answer other than plain success acknowledges: none for a try-later
@@ -166,9 +228,11 @@ class ConcurrentConsumeService:
         """
         cleaner = [self._cleaner] if self._cleaner is not None else []
         await cancel_and_wait([*cleaner, *self._tasks])
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._requests.join()
+        self._drained = asyncio.Event()
+        if self._busy or self._pending:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._drained.wait()
         await cancel_and_wait(self._workers)
 
 
