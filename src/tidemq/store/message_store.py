@@ -208,6 +208,8 @@ class MessageStore:
 
     def put(self, requests: Sequence[AppendRequest]) -> PutResult:
         """Append records back to back in one write; all or none are stored."""
+        if len(requests) == 1:
+            return self._put_one(requests[0])
         seg = self._reserve(sum(len(r.record) for r in requests))
         phys = seg.end
         holds = self.holds
@@ -248,6 +250,34 @@ class MessageStore:
             for listener in self.dispatch_listeners:
                 listener(req.topic, req.queue_id, queue_offset + 1, req.tags_code)
         return PutResult(phys_offsets, queue_offsets, phys)
+
+    def _put_one(self, req: AppendRequest) -> PutResult:
+        """``put`` of one record (a single send, the common case), without the per-queue bookkeeping a
+        mixed list needs."""
+        record, topic, queue_id = req.record, req.topic, req.queue_id
+        size = len(record)
+        seg = self._reserve(size)
+        phys = seg.end
+        cq = self._queue(topic, queue_id)
+        hold = self.holds.get((topic, queue_id)) if self.holds else None
+        queue_offset = cq.max_offset if hold is None else hold.next
+        QUEUE_AND_PHYSICAL_OFFSETS.pack_into(record, POS_QUEUE_OFFSET, queue_offset, phys)
+        self._write(seg, record)
+        if hold is None:
+            try:
+                cq.append(phys, size, req.tags_code)
+            except OSError as exc:
+                self._roll_back(seg, phys, [(cq, queue_offset)])
+                raise self._write_failure(exc) from None
+            cq.bytes_in += size
+        if self.index is not None and req.keys:
+            self.index.add(topic, req.keys, phys)
+        if hold is not None:  # entered behind the big batch holding the queue (store/batch_append.py)
+            hold.defer([phys], [size], [req.tags_code])
+        else:
+            for listener in self.dispatch_listeners:
+                listener(topic, queue_id, queue_offset + 1, req.tags_code)
+        return PutResult([phys], [queue_offset], phys + size)
 
     def put_batch(self, topic: str, queue_id: int, batch: StoredBatch) -> PutResult:
         """Append a batch's records, stored back to back for one queue, in one write; all or none."""
