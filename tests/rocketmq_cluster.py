@@ -32,6 +32,7 @@ JAVA_HOME_CONF = ROOT / "interop" / "rocketmq-java" / "home"
 VERSIONS = ("5.3.3", "4.9.7")
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+CLUSTER_INFO_TRIES = 20
 
 # JDK 17 closes the JDK internals that RocketMQ 4.x (and parts of 5.x) reach into: mapped-buffer cleaning.
 _JDK17_FLAGS = [
@@ -259,10 +260,17 @@ class JavaCluster:
         )
 
     def cluster_info(self) -> dict[str, object]:
+        """The Java name server encodes its broker tables without its lock, so an answer given while a
+        broker registers can be a ConcurrentModificationException; that one is asked again."""
+
         async def ask() -> dict[str, object]:
             c = await RawClient.open(self.namesrv)
             try:
-                resp = await c.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+                for _ in range(CLUSTER_INFO_TRIES):
+                    resp = await c.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+                    if "ConcurrentModificationException" not in (resp.remark or ""):
+                        break
+                    await asyncio.sleep(0.1)
             finally:
                 c.close()
             assert resp.code == ResponseCode.SUCCESS, resp
