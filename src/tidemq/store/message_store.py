@@ -1,7 +1,7 @@
 """MessageStore: the one object front-ends talk to. Appends, reads, flushing, recovery, retention.
 
-All methods run on the event loop thread; only fsync calls (and the checkpoint written after them) go
-to worker threads, so concurrent senders in sync mode share one fsync (group commit).
+All methods run on the event loop thread; fsyncs go to worker threads (store/flush.py), so concurrent
+senders in sync mode share one fsync (group commit).
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tidemq.aio import cancel_and_wait, finish_in_thread, wait_or_timeout
-from tidemq.histogram import LatencyHistogram
+from tidemq.aio import cancel_and_wait
 from tidemq.record import StoredBatch, decode_record, record_properties
 from tidemq.record.layout import POS_QUEUE_OFFSET, QUEUE_AND_PHYSICAL_OFFSETS
 from tidemq.store import batch_append
-from tidemq.store.batch_append import pack_offsets
+from tidemq.store.batch_append import QueueHold, pack_offsets
 from tidemq.store.commitlog import CommitLog
-from tidemq.store.config import FlushMode, StoreConfig
+from tidemq.store.config import StoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.disk_guard import DiskGuard
-from tidemq.store.documents import Documents, read_json, write_json_atomic
+from tidemq.store.documents import Documents, read_json
+from tidemq.store.flush import Flusher
 from tidemq.store.key_index import KeyIndex
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.requests import (
@@ -67,16 +67,17 @@ class MessageStore:
         self.dispatch_listeners: list[DispatchListener] = []
         #: Called with a topic's name when it is deleted, so front-ends forget their state of it.
         self.topic_deleted_listeners: list[TopicDeletedListener] = []
-        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._flush_wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._fs_lock = asyncio.Lock()
         self._closed = False
-        #: How long the commit log's fsyncs took, and how long start-up recovery took (``/metrics``).
-        self.flush_latency = LatencyHistogram()
+        #: How long start-up recovery took (``/metrics``).
         self.recovery_seconds = 0.0
         #: Queues held by a big batch being stored in steps (store/batch_append.py).
-        self.holds: dict[tuple[str, int], batch_append.QueueHold] = {}
+        self.holds: dict[tuple[str, int], QueueHold] = {}
+        self.flusher = Flusher(
+            config, self.commitlog, self._queues, self.index, self.holds, self._checkpoint_path
+        )
+        #: How long the commit log's fsyncs took (``/metrics``).
+        self.flush_latency = self.flusher.latency
         self.disk = DiskGuard(root, config.disk_full_ratio, config.disk_writable_ratio)
         self._recover()
 
@@ -147,8 +148,8 @@ class MessageStore:
 
     async def start(self) -> None:
         self._tasks = [
-            asyncio.create_task(self._flush_commitlog_loop()),
-            asyncio.create_task(self._flush_queues_loop()),
+            asyncio.create_task(self.flusher.commitlog_loop()),
+            asyncio.create_task(self.flusher.queues_loop()),
             asyncio.create_task(self._retention_loop()),
             asyncio.create_task(self.disk.watch(self.config.disk_check_interval_s)),
         ]
@@ -214,42 +215,31 @@ class MessageStore:
         phys = seg.end
         holds = self.holds
         next_queue_offset: dict[tuple[str, int], int] = {}
-        queues = [self._queue(req.topic, req.queue_id) for req in requests]
-        phys_offsets = []
-        queue_offsets = []
-        for req, cq in zip(requests, queues, strict=True):
+        placed: list[tuple[AppendRequest, ConsumeQueue, QueueHold | None, int, int]] = []
+        for req in requests:
             key = (req.topic, req.queue_id)
+            cq = self._queue(req.topic, req.queue_id)
+            hold = holds.get(key) if holds else None
             qoff = next_queue_offset.get(key)
             if qoff is None:
-                hold = holds.get(key) if holds else None
                 qoff = cq.max_offset if hold is None else hold.next
             next_queue_offset[key] = qoff + 1
             QUEUE_AND_PHYSICAL_OFFSETS.pack_into(req.record, POS_QUEUE_OFFSET, qoff, phys)
-            phys_offsets.append(phys)
-            queue_offsets.append(qoff)
+            placed.append((req, cq, hold, phys, qoff))
             phys += len(req.record)
-        self._write(seg, requests[0].record if len(requests) == 1 else b"".join(r.record for r in requests))
-        queue_ends = {id(cq): cq.max_offset for cq in queues}
+        self._write(seg, b"".join(r.record for r in requests))
+        queue_ends = {id(cq): (cq, cq.max_offset) for _, cq, _, _, _ in placed}
         try:
-            for req, cq, phys_offset in zip(requests, queues, phys_offsets, strict=True):
-                if holds and (req.topic, req.queue_id) in holds:
-                    continue  # entered behind the big batch holding the queue (store/batch_append.py)
-                cq.append(phys_offset, len(req.record), req.tags_code)
-                cq.bytes_in += len(req.record)
+            for req, cq, hold, phys_offset, _ in placed:
+                if hold is None:  # else entered behind the big batch holding the queue
+                    cq.append(phys_offset, len(req.record), req.tags_code)
+                    cq.bytes_in += len(req.record)
         except OSError as exc:
-            self._roll_back(seg, phys_offsets[0], [(cq, queue_ends[id(cq)]) for cq in queues])
+            self._roll_back(seg, placed[0][3], list(queue_ends.values()))
             raise self._write_failure(exc) from None
-        for req, phys_offset in zip(requests, phys_offsets, strict=True):
-            if self.index is not None and req.keys:
-                self.index.add(req.topic, req.keys, phys_offset)
-        for req, queue_offset, phys_offset in zip(requests, queue_offsets, phys_offsets, strict=True):
-            hold = holds.get((req.topic, req.queue_id)) if holds else None
-            if hold is not None:
-                hold.defer([phys_offset], [len(req.record)], [req.tags_code])
-                continue
-            for listener in self.dispatch_listeners:
-                listener(req.topic, req.queue_id, queue_offset + 1, req.tags_code)
-        return PutResult(phys_offsets, queue_offsets, phys)
+        for req, _, hold, phys_offset, qoff in placed:
+            self._announce(req, hold, phys_offset, qoff)
+        return PutResult([entry[3] for entry in placed], [entry[4] for entry in placed], phys)
 
     def _put_one(self, req: AppendRequest) -> PutResult:
         """``put`` of one record (a single send, the common case), without the per-queue bookkeeping a
@@ -263,21 +253,26 @@ class MessageStore:
         queue_offset = cq.max_offset if hold is None else hold.next
         QUEUE_AND_PHYSICAL_OFFSETS.pack_into(record, POS_QUEUE_OFFSET, queue_offset, phys)
         self._write(seg, record)
-        if hold is None:
+        if hold is None:  # else entered behind the big batch holding the queue
             try:
                 cq.append(phys, size, req.tags_code)
             except OSError as exc:
                 self._roll_back(seg, phys, [(cq, queue_offset)])
                 raise self._write_failure(exc) from None
             cq.bytes_in += size
+        self._announce(req, hold, phys, queue_offset)
+        return PutResult([phys], [queue_offset], phys + size)
+
+    def _announce(self, req: AppendRequest, hold: QueueHold | None, phys: int, queue_offset: int) -> None:
+        """A stored record's key-index entry and its pull wake-up; under a hold the wake-up waits behind
+        the big batch's entries (store/batch_append.py)."""
         if self.index is not None and req.keys:
-            self.index.add(topic, req.keys, phys)
-        if hold is not None:  # entered behind the big batch holding the queue (store/batch_append.py)
-            hold.defer([phys], [size], [req.tags_code])
+            self.index.add(req.topic, req.keys, phys)
+        if hold is not None:
+            hold.defer([phys], [len(req.record)], [req.tags_code])
         else:
             for listener in self.dispatch_listeners:
-                listener(topic, queue_id, queue_offset + 1, req.tags_code)
-        return PutResult([phys], [queue_offset], phys + size)
+                listener(req.topic, req.queue_id, queue_offset + 1, req.tags_code)
 
     def put_batch(self, topic: str, queue_id: int, batch: StoredBatch) -> PutResult:
         """Append a batch's records, stored back to back for one queue, in one write; all or none."""
@@ -334,93 +329,18 @@ class MessageStore:
         log.error("store: write failed: %s", exc)
         return StoreError(f"write failed: {exc}")
 
+    # --- durability (store/flush.py) ----------------------------------------------------------------
+
     async def wait_durable(self, end_offset: int) -> None:
         """Resolve once the commit log is fsynced up to ``end_offset`` (sync-flush acknowledgements)."""
-        if self.commitlog.flushed >= end_offset:
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._flush_waiters.append((end_offset, fut))
-        self._flush_wakeup.set()
-        await fut
-
-    async def _flush_commitlog_loop(self) -> None:
-        sync_mode = self.config.flush_mode is FlushMode.SYNC
-        interval = None if sync_mode else self.config.flush_interval_ms / 1000
-        while True:
-            await wait_or_timeout(self._flush_wakeup, interval)
-            self._flush_wakeup.clear()
-            await self.flush_commitlog()
+        await self.flusher.wait_durable(end_offset)
 
     async def flush_commitlog(self) -> None:
-        async with self._fs_lock:
-            target = self.commitlog.max_offset
-            segments = self.commitlog.dirty_segments()
-            for seg in segments:
-                seg.dirty = False
-            try:
-                if segments:
-                    started = time.perf_counter()
-                    await finish_in_thread(_fsync_all, [seg.fileno() for seg in segments])
-                    self.flush_latency.observe(time.perf_counter() - started)
-            except OSError as exc:
-                for seg in segments:
-                    seg.dirty = True
-                log.error("store: fsync failed: %s", exc)
-                self._fail_waiters(StoreError(f"fsync failed: {exc}"))
-                return
-            self.commitlog.flushed = max(self.commitlog.flushed, target)
-        still_waiting = []
-        for offset, fut in self._flush_waiters:
-            if offset <= self.commitlog.flushed:
-                if not fut.done():
-                    fut.set_result(None)
-            else:
-                still_waiting.append((offset, fut))
-        self._flush_waiters = still_waiting
-        if still_waiting:
-            self._flush_wakeup.set()
-
-    def _fail_waiters(self, exc: Exception) -> None:
-        for _, fut in self._flush_waiters:
-            if not fut.done():
-                fut.set_exception(exc)
-        self._flush_waiters = []
-
-    async def _flush_queues_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.cq_flush_interval_ms / 1000)
-            try:
-                await self.flush_queues()
-            except OSError as exc:
-                log.error("store: flushing queues failed: %s", exc)
+        await self.flusher.flush_commitlog()
 
     async def flush_queues(self) -> None:
         """fsync consume queues and the index, then record how far the log is dispatched durably."""
-        async with self._fs_lock:
-            dispatched = min(self.commitlog.flushed, self.commitlog.max_offset)
-            if self.holds:  # a batch's entries still being written are re-dispatched after a crash
-                dispatched = min(dispatched, *(hold.log_start for hold in self.holds.values()))
-            files = [mf for cq in self._queues.values() for mf in cq.dirty_files()]
-            # Duplicates, closed by the thread: a topic deleted meanwhile closes its own descriptors, so
-            # the thread never fsyncs a closed (or since reused) number.
-            fds: list[int] = []
-            try:
-                for mf in files:
-                    fds.append(os.dup(mf.fileno()))
-                if self.index is not None and self.index.write_pending():
-                    fds.append(os.dup(self.index.fileno()))
-            except OSError:
-                for fd in fds:
-                    os.close(fd)
-                raise
-            for mf in files:
-                mf.dirty = False
-            try:
-                await finish_in_thread(_fsync_then_checkpoint, fds, self._checkpoint_path, dispatched)
-            except OSError:
-                for mf in files:  # fsynced again next time, before a checkpoint can pass them
-                    mf.dirty = True
-                raise
+        await self.flusher.flush_queues()
 
     # --- reading ------------------------------------------------------------------------------------
 
@@ -579,7 +499,7 @@ class MessageStore:
     async def apply_retention(self) -> int:
         """Delete whole segments past their age or past ``retention_bytes``: only by those rules, never
         because the disk is filling up (a full disk refuses writes instead, see DiskGuard)."""
-        async with self._fs_lock:  # files are closed here: not while a flush fsyncs them in a thread
+        async with self.flusher.lock:  # files are closed here: not while a flush fsyncs them in a thread
             deleted = self.commitlog.delete_expired(
                 self.config.file_reserved_hours * 3600, self.config.retention_bytes
             )
@@ -596,27 +516,12 @@ class MessageStore:
             return
         self._closed = True
         await cancel_and_wait(self._tasks)
-        await self.flush_commitlog()
-        await self.flush_queues()
-        self._fail_waiters(StoreError("store is shut down"))
+        await self.flusher.flush_commitlog()
+        await self.flusher.flush_queues()
+        self.flusher.fail_waiters(StoreError("store is shut down"))
         for cq in self._queues.values():
             cq.close()
         if self.index is not None:
             self.index.close()
         self.commitlog.close()
         os.close(self._lock_fd)
-
-
-def _fsync_all(fds: list[int]) -> None:
-    for fd in fds:
-        os.fsync(fd)
-
-
-def _fsync_then_checkpoint(fds: list[int], checkpoint: Path, dispatched: int) -> None:
-    """fsync and close ``fds`` (duplicates made for this call), then write the checkpoint."""
-    try:
-        _fsync_all(fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
-    write_json_atomic(checkpoint, {"dispatched": dispatched})

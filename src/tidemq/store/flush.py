@@ -1,0 +1,157 @@
+"""The store's durability: fsyncs of the commit log, and of the consume queues with the checkpoint.
+
+The fsyncs run in worker threads, so the event loop goes on while the disk works. Concurrent senders in
+sync mode wait on the same log fsync (group commit): every waiter whose records the fsync covers is
+answered by it. The checkpoint records how far the log is dispatched durably, so recovery re-dispatches
+only what is past it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from pathlib import Path
+
+from tidemq.aio import finish_in_thread, wait_or_timeout
+from tidemq.histogram import LatencyHistogram
+from tidemq.store.batch_append import QueueHold
+from tidemq.store.commitlog import CommitLog
+from tidemq.store.config import FlushMode, StoreConfig
+from tidemq.store.consume_queue import ConsumeQueue
+from tidemq.store.documents import write_json_atomic
+from tidemq.store.key_index import KeyIndex
+from tidemq.store.requests import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class Flusher:
+    """Flushes the log on a timer (async mode) or when a sync-flush writer waits, and the queues on a
+    timer. Holds the store's file-system lock, which retention takes too: segments are never closed
+    while a thread fsyncs them."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        commitlog: CommitLog,
+        queues: dict[tuple[str, int], ConsumeQueue],
+        index: KeyIndex | None,
+        holds: dict[tuple[str, int], QueueHold],
+        checkpoint: Path,
+    ) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self._queues = queues
+        self.index = index
+        self._holds = holds
+        self._checkpoint = checkpoint
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._wakeup = asyncio.Event()
+        self.lock = asyncio.Lock()
+        #: How long the commit log's fsyncs took (``/metrics``).
+        self.latency = LatencyHistogram()
+
+    async def wait_durable(self, end_offset: int) -> None:
+        """Resolve once the commit log is fsynced up to ``end_offset`` (sync-flush acknowledgements)."""
+        if self.commitlog.flushed >= end_offset:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((end_offset, fut))
+        self._wakeup.set()
+        await fut
+
+    async def commitlog_loop(self) -> None:
+        sync_mode = self.config.flush_mode is FlushMode.SYNC
+        interval = None if sync_mode else self.config.flush_interval_ms / 1000
+        while True:
+            await wait_or_timeout(self._wakeup, interval)
+            self._wakeup.clear()
+            await self.flush_commitlog()
+
+    async def flush_commitlog(self) -> None:
+        async with self.lock:
+            target = self.commitlog.max_offset
+            segments = self.commitlog.dirty_segments()
+            for seg in segments:
+                seg.dirty = False
+            try:
+                if segments:
+                    started = time.perf_counter()
+                    await finish_in_thread(_fsync_all, [seg.fileno() for seg in segments])
+                    self.latency.observe(time.perf_counter() - started)
+            except OSError as exc:
+                for seg in segments:
+                    seg.dirty = True
+                log.error("store: fsync failed: %s", exc)
+                self.fail_waiters(StoreError(f"fsync failed: {exc}"))
+                return
+            self.commitlog.flushed = max(self.commitlog.flushed, target)
+        still_waiting = []
+        for offset, fut in self._waiters:
+            if offset <= self.commitlog.flushed:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                still_waiting.append((offset, fut))
+        self._waiters = still_waiting
+        if still_waiting:
+            self._wakeup.set()
+
+    def fail_waiters(self, exc: Exception) -> None:
+        for _, fut in self._waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+        self._waiters = []
+
+    async def queues_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.cq_flush_interval_ms / 1000)
+            try:
+                await self.flush_queues()
+            except OSError as exc:
+                log.error("store: flushing queues failed: %s", exc)
+
+    async def flush_queues(self) -> None:
+        """fsync consume queues and the index, then record how far the log is dispatched durably."""
+        async with self.lock:
+            dispatched = min(self.commitlog.flushed, self.commitlog.max_offset)
+            if self._holds:  # a batch's entries still being written are re-dispatched after a crash
+                dispatched = min(dispatched, *(hold.log_start for hold in self._holds.values()))
+            files = [mf for cq in self._queues.values() for mf in cq.dirty_files()]
+            # Duplicates, closed by the thread: a topic deleted meanwhile closes its own descriptors, so
+            # the thread never fsyncs a closed (or since reused) number.
+            fds: list[int] = []
+            try:
+                for mf in files:
+                    fds.append(os.dup(mf.fileno()))
+                if self.index is not None and self.index.write_pending():
+                    fds.append(os.dup(self.index.fileno()))
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            for mf in files:
+                mf.dirty = False
+            try:
+                await finish_in_thread(_fsync_then_checkpoint, fds, self._checkpoint, dispatched)
+            except OSError:
+                for mf in files:  # fsynced again next time, before a checkpoint can pass them
+                    mf.dirty = True
+                raise
+
+
+def _fsync_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.fsync(fd)
+
+
+def _fsync_then_checkpoint(fds: list[int], checkpoint: Path, dispatched: int) -> None:
+    """fsync and close ``fds`` (duplicates made for this call), then write the checkpoint."""
+    try:
+        _fsync_all(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    write_json_atomic(checkpoint, {"dispatched": dispatched})
