@@ -27,6 +27,7 @@ from tidemq.record import (
     tag_hash,
 )
 from tidemq.store import GetStatus, MessageStore, StoreConfig, StoreError, mapped_file, message_store
+from tidemq.store.documents import read_json
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.requests import AppendRequest
 
@@ -170,6 +171,23 @@ async def test_data_dir_is_locked_against_a_second_store(tmp_path: Path) -> None
         _open(tmp_path)
     await store.close()
     _open(tmp_path)
+
+
+async def test_an_idle_store_does_not_rewrite_its_checkpoint(tmp_path: Path) -> None:
+    """The queue flush runs every second; with nothing new it writes nothing (a laptop's idle server)."""
+    store = _open(tmp_path)
+    checkpoint = tmp_path / "checkpoint.json"
+    _append(store, "T", 0, b"first")
+    await store.flush_commitlog()
+    await store.flush_queues()
+    written = checkpoint.stat().st_ino  # a rewrite is a new file renamed over this one: another inode
+    await store.flush_queues()
+    assert checkpoint.stat().st_ino == written, "rewritten with nothing new"
+    _append(store, "T", 0, b"second")
+    await store.flush_commitlog()
+    await store.flush_queues()
+    assert read_json(checkpoint, {}) == {"dispatched": store.commitlog.max_offset}
+    await store.close()
 
 
 async def test_sync_flush_group_commits_concurrent_writers(

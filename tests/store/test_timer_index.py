@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.store.timer_index import ENTRY_SIZE, TimeIndex
+from tidemq.store.timer_index import CHECKPOINT, ENTRY_SIZE, TimeIndex
 
 
 def _bucket_files(directory: Path) -> list[str]:
@@ -72,6 +72,18 @@ def test_checkpoint_survives_reopen_and_covers_delivered_entries(tmp_path: Path)
     assert again.delivered == (120, 120)
     assert again.indexed == 240
     assert again.pop_due(10_000, 10) == [(130, 130), (240, 240)]
+
+
+def test_a_flush_with_nothing_new_writes_nothing(tmp_path: Path) -> None:
+    index = TimeIndex(tmp_path, bucket_ms=100)
+    index.add(110, 1, indexed=1)
+    index.flush()
+    written = (tmp_path / CHECKPOINT).stat().st_ino
+    index.flush()
+    assert (tmp_path / CHECKPOINT).stat().st_ino == written, "rewritten with nothing new"
+    index.commit(index.pop_due(200, 10)[-1])
+    index.flush()
+    assert TimeIndex(tmp_path, bucket_ms=100).delivered == (110, 1)
 
 
 def test_uncheckpointed_pops_come_back_after_a_crash(tmp_path: Path) -> None:

@@ -50,6 +50,8 @@ class Flusher:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wakeup = asyncio.Event()
         self.lock = asyncio.Lock()
+        #: How far the checkpoint this process last wrote says the log is dispatched.
+        self._checkpointed: int | None = None
         #: How long the commit log's fsyncs took (``/metrics``).
         self.latency = LatencyHistogram()
 
@@ -132,6 +134,8 @@ class Flusher:
                 for fd in fds:
                     os.close(fd)
                 raise
+            if not fds and dispatched == self._checkpointed:
+                return  # nothing new: an idle store leaves the disk alone
             for mf in files:
                 mf.dirty = False
             try:
@@ -140,6 +144,7 @@ class Flusher:
                 for mf in files:  # fsynced again next time, before a checkpoint can pass them
                     mf.dirty = True
                 raise
+            self._checkpointed = dispatched
 
 
 def _fsync_all(fds: list[int]) -> None:

@@ -80,6 +80,8 @@ class TimeIndex:
         self._loaded: set[int] = set()
         self._heap: list[Entry] = []
         self._last_popped: Entry = self.delivered
+        #: (delivered, indexed) as this process last wrote them to the checkpoint.
+        self._written: tuple[Entry, int] | None = None
 
     # --- files --------------------------------------------------------------------------------------
 
@@ -208,8 +210,11 @@ class TimeIndex:
     # --- durability ---------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the written buckets, then write the checkpoint, then delete buckets it covers."""
+        """fsync the written buckets, then write the checkpoint, then delete buckets it covers. With
+        nothing new since the last flush there is nothing to write: an idle index leaves the disk alone."""
         delivered, indexed = self.delivered, self.indexed
+        if not self._dirty and self._written == (delivered, indexed):
+            return
         for bucket in self._dirty:
             fd = self._fds.get(bucket)
             if fd is not None:
@@ -219,6 +224,7 @@ class TimeIndex:
             self.directory / CHECKPOINT,
             {"delivered": list(delivered), "indexed": indexed, "bucketMs": self.bucket_ms},
         )
+        self._written = (delivered, indexed)
         while self._buckets and self._buckets[0] + self.bucket_ms <= delivered[0]:
             bucket = self._buckets.pop(0)
             fd = self._fds.pop(bucket, None)
