@@ -19,7 +19,7 @@ the tree, reset before each workload through /proc/PID/clear_refs when allowed. 
 its count and a time cap; a row that hit its cap says so.  Progress goes to stderr, tables to stdout.
 
 Usage: ``.venv/bin/python benchmarks/peers/run.py [--quick] [--systems ...] [--workloads ...]
-[--messages N] [--repeat N]``
+[--messages N] [--repeat N] [--rate W4_MSGS_PER_S]``
 """
 
 from __future__ import annotations
@@ -292,6 +292,7 @@ def main() -> int:
     parser.add_argument("--workloads", default="w1,w2,w3,w4", help="comma list of w1,w2,w3,w4")
     parser.add_argument("--messages", type=int, default=None, help="W1/W2 messages (default 200000)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per workload; the median run is shown")
+    parser.add_argument("--rate", type=int, default=None, help="W4 msg/s (default 5000)")
     args = parser.parse_args()
     if args.client:
         return client_main(args.client)
@@ -304,6 +305,8 @@ def main() -> int:
     limits = QUICK if args.quick else FULL
     if args.messages:
         limits = replace(limits, w1=args.messages)
+    if args.rate:
+        limits = replace(limits, rate=args.rate)
     default = "tidemq" if args.quick else ",".join(MODULES)
     args.systems = [s.strip() for s in (args.systems or default).split(",") if s.strip()]
     args.workloads = [w.strip().lower() for w in args.workloads.split(",") if w.strip()]
