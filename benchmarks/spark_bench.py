@@ -13,7 +13,10 @@ count through the source, a parquet read), so every row meets a warm JVM and war
 first write of a session took twice as long as the next. Every action runs under a watchdog that cancels
 Spark's jobs past its time cap, so a slow machine gets a "timed out" row rather than a hang.
 
-Usage: ``.venv/bin/python benchmarks/spark_bench.py [--rows N] [--quick]``
+``--pull-batch N`` runs the server with ``--max-transfer-count N`` and reads with ``pullBatchSize`` N: a
+pull then answers N records, not Java's default 32 (docs/spark.md).
+
+Usage: ``.venv/bin/python benchmarks/spark_bench.py [--rows N] [--pull-batch N] [--quick]``
 """
 
 from __future__ import annotations
@@ -85,7 +88,18 @@ def create_topics(namesrv: str) -> None:
     asyncio.run(run())
 
 
-def bench(server: Server, rows: int) -> list[Row]:
+class WideServer(Server):
+    """``tidemq server`` whose pulls answer up to ``max_transfer`` records."""
+
+    def __init__(self, flush: str, max_transfer: int) -> None:
+        super().__init__(flush)
+        self.max_transfer = max_transfer
+
+    def command(self) -> list[str]:
+        return [*super().command(), "--max-transfer-count", str(self.max_transfer)]
+
+
+def bench(server: Server, rows: int, pull_batch: int) -> list[Row]:
     namesrv = server.namesrv
     work = Path(tempfile.mkdtemp(prefix="tidemq-spark-bench-"))
     spark = local_session("tidemq-spark-bench", "local[2]", **{"spark.sql.shuffle.partitions": "4"})
@@ -115,14 +129,19 @@ def bench(server: Server, rows: int) -> list[Row]:
                 CAP_S,
             )
         )
-        source = spark.read.format("rocketmq").option("namesrv", namesrv).option("topic", TOPIC)
+        source = (
+            spark.read.format("rocketmq")
+            .option("namesrv", namesrv)
+            .option("topic", TOPIC)
+            .option("pullBatchSize", str(pull_batch))
+        )
         count = source.load().count()
         if count != rows:
             raise SystemExit(f"the topic holds {count:,} messages, expected {rows:,}")
         results.append(
             timed(
                 spark,
-                "read topic (source, 4 queues)",
+                f"read topic (source, 4 queues, {pull_batch} per pull)",
                 rows,
                 lambda: source.load().write.format("noop").mode("overwrite").save(),
                 CAP_S,
@@ -149,10 +168,14 @@ def bench(server: Server, rows: int) -> list[Row]:
 def main() -> None:
     parser = arg_parser(__doc__, quick_help="100,000 rows")
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--pull-batch", type=int, default=32, help="records per pull (the server's max transfer count)"
+    )
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
-
-    results = with_server(Server("async"), lambda server: bench(server, rows))
+    pull_batch = max(1, min(args.pull_batch, 1024))
+    server = Server("async") if pull_batch == 32 else WideServer("async", pull_batch)
+    results = with_server(server, lambda server: bench(server, rows, pull_batch))
 
     print(machine())
     print(f"{rows:,} messages of {BODY} bytes, topic of {QUEUES} queues, Spark local[2]\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +186,26 @@ async def test_bad_sends_get_protocol_errors(server: ServerProcess) -> None:
     # the connection still works after all of that
     assert (await c.send("StillFine", b"ok")).code == ResponseCode.SUCCESS
     c.close()
+
+
+async def test_a_pull_answers_up_to_the_brokers_max_transfer_count(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Java's default of 32 records a pull, and ``--max-transfer-count`` for readers of a whole backlog."""
+    bodies = [f"m{i}".encode() for i in range(300)]
+    c = await RawClient.open(server.broker)
+    assert (await c.send_batch("Transfer", bodies, queue_id=0)).code == ResponseCode.SUCCESS
+    _, default = await c.pull("Transfer", 0, 0, max_nums=300)
+    c.close()
+    assert [m.body for m in default] == bodies[:32]
+    wide = ServerProcess(tmp_path / "data", "--max-transfer-count", "200").start()
+    try:
+        c = await RawClient.open(wide.broker)
+        assert (await c.send_batch("Transfer", bodies, queue_id=0)).code == ResponseCode.SUCCESS
+        resp, first = await c.pull("Transfer", 0, 0, max_nums=300)
+        _, asked = await c.pull("Transfer", 0, 200, max_nums=50)
+        c.close()
+    finally:
+        wide.stop()
+    assert [m.body for m in first] == bodies[:200] and resp.ext_fields["nextBeginOffset"] == "200"
+    assert [m.body for m in asked] == bodies[200:250]  # never more than the pull asks for

@@ -8,7 +8,7 @@ import time
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.spark_support import jobs_started, publish, read_source, spark
+from tests.spark_support import jobs_started, publish, publish_many, read_source, spark
 from tests.support import ServerProcess, create_topic, free_port, run
 from tidemq.spark import SCHEMA
 
@@ -182,3 +182,20 @@ def test_unreachable_name_server_is_named(spark: SparkSession) -> None:
         spark.read.format("rocketmq").option("namesrv", dead).option("topic", "T").load().collect()
     with pytest.raises(Exception, match="namesrv: 'nonsense' is not host:port"):
         spark.read.format("rocketmq").option("namesrv", "nonsense").option("topic", "T").load().collect()
+
+
+@pytest.mark.parametrize("pull_batch", ["500", "1000"])
+def test_bigger_pulls_read_exactly_the_known_set(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, pull_batch: str
+) -> None:
+    """``pullBatchSize`` at a broker's ``--max-transfer-count`` (500 records an answer), and above it (every
+    answer shorter than asked, so the pulls in flight are asked again from where the answer ended)."""
+    wide = ServerProcess(tmp_path_factory.mktemp("wide") / "data", "--max-transfer-count", "500").start()
+    try:
+        run(create_topic(wide.broker, "SparkWide", 2, routed_by=wide.namesrv))
+        publish_many(wide, "SparkWide", 2, 1_300, "w", batch=100)
+        rows = read_source(spark, wide, "SparkWide", pullBatchSize=pull_batch)
+    finally:
+        wide.stop()
+    assert [(r.queue, r.offset) for r in rows] == [(q, i) for q in range(2) for i in range(1_300)]
+    assert [r.body for r in rows] == [f"w-{q}-{i}".encode() for q in range(2) for i in range(1_300)]

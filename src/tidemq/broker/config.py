@@ -36,6 +36,10 @@ class BrokerConfig:
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
     max_message_size: int = 4 * 1024 * 1024
+    #: Records one pull answers at most (Java maxTransferCountOnMessageInMemory); the store's 256 KiB cap
+    #: per answer holds whatever this is. A reader that pulls a whole backlog (the Spark source) takes
+    #: fewer round trips per message with more.
+    max_transfer_count: int = 32
     #: A new group's first query for a queue whose first message lies within this share (percent) of
     #: RAM behind the log's end is answered 0 (read the queue from its start), as Java does.
     access_message_in_memory_max_ratio: int = 40

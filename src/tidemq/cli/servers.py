@@ -104,6 +104,14 @@ _broker_options = option_group(
     click.option(
         "--max-message-size", type=click.IntRange(min=1), default=4 * 1024 * 1024, show_default=True
     ),
+    click.option(
+        "--max-transfer-count",
+        type=click.IntRange(1, 4096),
+        default=32,
+        show_default=True,
+        help="Messages one pull answers at most, within 256 KiB (Java maxTransferCountOnMessageInMemory); "
+        "more means fewer round trips for readers of a whole backlog, e.g. Spark's pullBatchSize.",
+    ),
     click.option("--delay-levels", default=None, help='Delay levels, e.g. "1s 5s 10s 30s 1m".'),
     click.option(
         "--access-message-in-memory-max-ratio",
@@ -178,6 +186,7 @@ def _broker_config(listen: str, namesrv: list[str], opts: dict[str, Any]) -> Bro
         namesrv_addrs=namesrv,
         auto_create_topic=opts["auto_create_topic"],
         max_message_size=opts["max_message_size"],
+        max_transfer_count=opts["max_transfer_count"],
         access_message_in_memory_max_ratio=opts["access_message_in_memory_max_ratio"],
         transaction_timeout_s=opts["transaction_timeout"],
         transaction_check_interval_s=opts["transaction_check_interval"],

@@ -138,7 +138,13 @@ def pull_message(
         return sub
     match = tag_matcher(sub)
     result = broker.store.get(
-        h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, match, props_match=properties_matcher(sub)
+        h.topic,
+        h.queue_id,
+        h.queue_offset,
+        h.max_msg_nums,
+        match,
+        max_transfer=broker.config.max_transfer_count,
+        props_match=properties_matcher(sub),
     )
     if result.status in _NOT_FOUND_OR_MOVED:
         code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
