@@ -4,7 +4,7 @@ A task opens its own connection to the broker (nothing live crosses a pickle). W
 pull answers exactly the offsets asked for, so a few pulls for the next offsets are kept in flight while
 the current answer is decoded; the broker works while this process converts. A pull is a request and its
 response future (no task), and the event loop runs once per Arrow batch, not once per pull: a broker
-answers 32 records at most, and a task and a loop run per answer were half of a task's CPU.
+answers 32 records at most by default, and a task and a loop run per answer were half of a task's CPU.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 ROWS_PER_BATCH = 8192
 #: Bytes of records per batch, whatever their count (large bodies).
 BYTES_PER_BATCH = 64 * 1024 * 1024
-#: Pulls in flight per queue: a broker answers at most 32 records per pull, so a round trip per answer
-#: would leave the task waiting; several in flight keep the broker answering while this process decodes.
+#: Pulls in flight per queue: a broker answers at most 32 records per pull by default (its max transfer
+#: count), so a round trip per answer would leave the task waiting; several in flight keep the broker
+#: answering while this process decodes.
 PIPELINE_DEPTH = 16
 RECONNECTS = 3
 PULL_TIMEOUT_S = 30.0
