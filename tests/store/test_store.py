@@ -173,6 +173,28 @@ async def test_data_dir_is_locked_against_a_second_store(tmp_path: Path) -> None
     _open(tmp_path)
 
 
+async def test_every_record_of_a_put_is_indexed_before_any_listener_runs(tmp_path: Path) -> None:
+    """A dispatch listener that fails (a timer index on a full disk) leaves the put's records findable."""
+    store = _open(tmp_path)
+
+    def failing(topic: str, queue_id: int, end: int, tags_code: int) -> None:
+        raise OSError(errno.ENOSPC, "no space")
+
+    store.dispatch_listeners.append(failing)
+    requests = [
+        AppendRequest(
+            encode_record(topic="K", queue_id=0, body=k.encode(), properties=f"KEYS\x01{k}"), "K", 0, 0, [k]
+        )
+        for k in ("first", "second")
+    ]
+    with pytest.raises(OSError):
+        store.put(requests)
+    store.dispatch_listeners.remove(failing)
+    for key in ("first", "second"):
+        assert [decode_record(m).body for m in store.query_by_key("K", key, 5, 0, 0)] == [key.encode()]
+    await store.close()
+
+
 async def test_an_idle_store_does_not_rewrite_its_checkpoint(tmp_path: Path) -> None:
     """The queue flush runs every second; with nothing new it writes nothing (a laptop's idle server)."""
     store = _open(tmp_path)

@@ -237,8 +237,10 @@ class MessageStore:
         except OSError as exc:
             self._roll_back(seg, placed[0][3], list(queue_ends.values()))
             raise self._write_failure(exc) from None
+        for req, _, _, phys_offset, _ in placed:  # every record indexed before any listener runs
+            self._index_keys(req, phys_offset)
         for req, _, hold, phys_offset, qoff in placed:
-            self._announce(req, hold, phys_offset, qoff)
+            self._wake(req, hold, phys_offset, qoff)
         return PutResult([entry[3] for entry in placed], [entry[4] for entry in placed], phys)
 
     def _put_one(self, req: AppendRequest) -> PutResult:
@@ -260,14 +262,17 @@ class MessageStore:
                 self._roll_back(seg, phys, [(cq, queue_offset)])
                 raise self._write_failure(exc) from None
             cq.bytes_in += size
-        self._announce(req, hold, phys, queue_offset)
+        self._index_keys(req, phys)
+        self._wake(req, hold, phys, queue_offset)
         return PutResult([phys], [queue_offset], phys + size)
 
-    def _announce(self, req: AppendRequest, hold: QueueHold | None, phys: int, queue_offset: int) -> None:
-        """A stored record's key-index entry and its pull wake-up; under a hold the wake-up waits behind
-        the big batch's entries (store/batch_append.py)."""
+    def _index_keys(self, req: AppendRequest, phys: int) -> None:
         if self.index is not None and req.keys:
             self.index.add(req.topic, req.keys, phys)
+
+    def _wake(self, req: AppendRequest, hold: QueueHold | None, phys: int, queue_offset: int) -> None:
+        """A stored record's dispatch (pull wake-ups, timers); under a hold it waits behind the big
+        batch's entries (store/batch_append.py)."""
         if hold is not None:
             hold.defer([phys], [len(req.record)], [req.tags_code])
         else:

@@ -224,7 +224,6 @@ class TimeIndex:
             self.directory / CHECKPOINT,
             {"delivered": list(delivered), "indexed": indexed, "bucketMs": self.bucket_ms},
         )
-        self._written = (delivered, indexed)
         while self._buckets and self._buckets[0] + self.bucket_ms <= delivered[0]:
             bucket = self._buckets.pop(0)
             fd = self._fds.pop(bucket, None)
@@ -232,6 +231,7 @@ class TimeIndex:
                 os.close(fd)
             self._loaded.discard(bucket)
             self._path(bucket).unlink(missing_ok=True)
+        self._written = (delivered, indexed)  # only now: a failed deletion is tried again next flush
 
     def pending_buckets(self) -> int:
         return len(self._buckets)
