@@ -173,9 +173,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     rows = 100_000 if args.quick else args.rows
-    pull_batch = max(1, min(args.pull_batch, 1024))
-    server = Server("async") if pull_batch == 32 else WideServer("async", pull_batch)
-    results = with_server(server, lambda server: bench(server, rows, pull_batch))
+    server = WideServer("async", args.pull_batch)
+    results = with_server(server, lambda server: bench(server, rows, args.pull_batch))
 
     print(machine())
     print(f"{rows:,} messages of {BODY} bytes, topic of {QUEUES} queues, Spark local[2]\n")

@@ -212,6 +212,36 @@ async def test_an_idle_store_does_not_rewrite_its_checkpoint(tmp_path: Path) -> 
     await store.close()
 
 
+async def test_key_index_entries_whose_fsync_failed_are_fsynced_before_the_next_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed fsync leaves the index's entries written but not durable; the next flush must fsync the
+    index again, or its checkpoint would pass entries that recovery then never re-indexes."""
+    store = _open(tmp_path)
+    _append(store, "T", 0, b"x", keys="K1")
+    await store.flush_commitlog()
+    real_fsync = os.fsync
+    synced: list[str] = []
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "injected")
+
+    def recording(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(OSError):
+        await store.flush_queues()
+    assert not (tmp_path / "checkpoint.json").exists()
+    monkeypatch.setattr(os, "fsync", recording)
+    await store.flush_queues()
+    monkeypatch.undo()
+    assert any(path.endswith("keys2.idx") for path in synced), synced
+    assert read_json(tmp_path / "checkpoint.json", {}) == {"dispatched": store.commitlog.max_offset}
+    await store.close()
+
+
 async def test_sync_flush_group_commits_concurrent_writers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from tidemq.address import LOCALHOST
 from tidemq.connection_gate import ConnectionLimits
+from tidemq.store.message_store import MAX_TRANSFER_COUNT
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -39,7 +40,7 @@ class BrokerConfig:
     #: Records one pull answers at most (Java maxTransferCountOnMessageInMemory); the store's 256 KiB cap
     #: per answer holds whatever this is. A reader that pulls a whole backlog (the Spark source) takes
     #: fewer round trips per message with more.
-    max_transfer_count: int = 32
+    max_transfer_count: int = MAX_TRANSFER_COUNT
     #: A new group's first query for a queue whose first message lies within this share (percent) of
     #: RAM behind the log's end is answered 0 (read the queue from its start), as Java does.
     access_message_in_memory_max_ratio: int = 40

@@ -33,6 +33,7 @@ from tidemq.grpc.server import GrpcConfig
 from tidemq.nsq.lookupd import LookupdConfig
 from tidemq.ops import OpsConfig
 from tidemq.store import FlushMode, StoreConfig, StoreError
+from tidemq.store.message_store import MAX_TRANSFER_COUNT
 
 
 def config_option() -> Decorator:
@@ -107,7 +108,7 @@ _broker_options = option_group(
     click.option(
         "--max-transfer-count",
         type=click.IntRange(1, 4096),
-        default=32,
+        default=MAX_TRANSFER_COUNT,
         show_default=True,
         help="Messages one pull answers at most, within 256 KiB (Java maxTransferCountOnMessageInMemory); "
         "more means fewer round trips for readers of a whole backlog, e.g. Spark's pullBatchSize.",

@@ -22,6 +22,7 @@ from tidemq.store.config import FlushMode, StoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.documents import write_json_atomic
 from tidemq.store.key_index import KeyIndex
+from tidemq.store.mapped_file import MappedFile
 from tidemq.store.requests import StoreError
 
 log = logging.getLogger(__name__)
@@ -121,15 +122,19 @@ class Flusher:
             dispatched = min(self.commitlog.flushed, self.commitlog.max_offset)
             if self._holds:  # a batch's entries still being written are re-dispatched after a crash
                 dispatched = min(dispatched, *(hold.log_start for hold in self._holds.values()))
-            files = [mf for cq in self._queues.values() for mf in cq.dirty_files()]
+            files: list[MappedFile | KeyIndex] = [
+                mf for cq in self._queues.values() for mf in cq.dirty_files()
+            ]
             # Duplicates, closed by the thread: a topic deleted meanwhile closes its own descriptors, so
             # the thread never fsyncs a closed (or since reused) number.
             fds: list[int] = []
             try:
+                if self.index is not None:
+                    self.index.write_pending()
+                    if self.index.dirty:
+                        files.append(self.index)
                 for mf in files:
                     fds.append(os.dup(mf.fileno()))
-                if self.index is not None and self.index.write_pending():
-                    fds.append(os.dup(self.index.fileno()))
             except OSError:
                 for fd in fds:
                     os.close(fd)

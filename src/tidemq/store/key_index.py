@@ -50,6 +50,9 @@ class KeyIndex:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._pending = bytearray()
+        #: Entries written to the file but not yet fsynced: the flusher fsyncs while this holds, so a failed
+        #: fsync is retried before a checkpoint can pass those entries.
+        self.dirty = False
         #: Entries held back behind a big batch still being indexed in steps (see ``open_slot``).
         self._slots: list[IndexSlot] = []
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -134,10 +137,10 @@ class KeyIndex:
             + [o for slot in self._slots for o in _find(slot.data, target)]
         )
 
-    def write_pending(self) -> bool:
-        """Write what was added since the last call to the file (not fsynced); False if nothing was."""
+    def write_pending(self) -> None:
+        """Write what was added since the last call to the file (not fsynced), marking the index dirty."""
         if not self._pending:
-            return False
+            return
         size = os.fstat(self._fd).st_size
         view = memoryview(self._pending)
         done = 0
@@ -152,7 +155,7 @@ class KeyIndex:
             raise
         view.release()
         self._pending = bytearray()
-        return True
+        self.dirty = True
 
     def fileno(self) -> int:
         return self._fd
@@ -160,6 +163,7 @@ class KeyIndex:
     def flush(self) -> None:
         self.write_pending()
         os.fsync(self._fd)
+        self.dirty = False
 
     def _first_entry_at_or_past(self, log_offset: int) -> int:
         """Index (in entries) of the first entry for ``log_offset`` or later: entries are in log order."""

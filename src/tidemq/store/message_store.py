@@ -76,8 +76,6 @@ class MessageStore:
         self.flusher = Flusher(
             config, self.commitlog, self._queues, self.index, self.holds, self._checkpoint_path
         )
-        #: How long the commit log's fsyncs took (``/metrics``).
-        self.flush_latency = self.flusher.latency
         self.disk = DiskGuard(root, config.disk_full_ratio, config.disk_writable_ratio)
         self._recover()
 
@@ -228,14 +226,14 @@ class MessageStore:
             placed.append((req, cq, hold, phys, qoff))
             phys += len(req.record)
         self._write(seg, b"".join(r.record for r in requests))
-        queue_ends = {id(cq): (cq, cq.max_offset) for _, cq, _, _, _ in placed}
+        queue_ends = {cq: cq.max_offset for _, cq, _, _, _ in placed}
         try:
             for req, cq, hold, phys_offset, _ in placed:
                 if hold is None:  # else entered behind the big batch holding the queue
                     cq.append(phys_offset, len(req.record), req.tags_code)
                     cq.bytes_in += len(req.record)
         except OSError as exc:
-            self._roll_back(seg, placed[0][3], list(queue_ends.values()))
+            self._roll_back(seg, placed[0][3], list(queue_ends.items()))
             raise self._write_failure(exc) from None
         for req, _, _, phys_offset, _ in placed:  # every record indexed before any listener runs
             self._index_keys(req, phys_offset)
@@ -336,15 +334,14 @@ class MessageStore:
 
     # --- durability (store/flush.py) ----------------------------------------------------------------
 
+    # Durability lives in store/flush.py; these three keep callers from reaching into the flusher.
     async def wait_durable(self, end_offset: int) -> None:
-        """Resolve once the commit log is fsynced up to ``end_offset`` (sync-flush acknowledgements)."""
         await self.flusher.wait_durable(end_offset)
 
     async def flush_commitlog(self) -> None:
         await self.flusher.flush_commitlog()
 
     async def flush_queues(self) -> None:
-        """fsync consume queues and the index, then record how far the log is dispatched durably."""
         await self.flusher.flush_queues()
 
     # --- reading ------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ class StoreCollector(Collector):
         yield histogram_family(
             "rocketmq_flush_latency_seconds",
             "How long one fsync of the commit log's dirty segments took.",
-            store.flush_latency,
+            store.flusher.latency,
         )
         yield GaugeMetricFamily(
             "rocketmq_store_recovery_seconds",
