@@ -265,7 +265,7 @@ def mpub_count(body: bytes | None) -> int:
     return _SIZE.unpack_from(body, 0)[0] if body and len(body) >= 4 else 0
 
 
-def decode_mpub_steps(body: bytes, max_msg_size: int, msgs: list[bytes], step: int = 65536) -> Iterator[None]:
+def decode_mpub_steps(body: bytes, max_msg_size: int, msgs: list[bytes], step: int = 8192) -> Iterator[None]:
     """``decode_mpub`` into ``msgs``, pausing (a ``yield``) every ``step`` messages, so that a caller on
     the event loop can let others run while a million tiny messages are decoded."""
     if len(body) < 4:

@@ -38,6 +38,9 @@ _EXPIRY_SLACK_S = 0.001
 #: read (docs/rocketmq-broker.md#connection-limits). Netty's channel stops being writable at 64 KiB; one
 #: pull answer can be a few MiB, so the bound is one maximum-size message (maxMessageSize, 4 MiB).
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+#: Requests of one connection handled per loop pass; the rest wait (reading paused) for the next pass, so
+#: a peer pipelining thousands of requests in one read does not hold up everyone else for all of them.
+REQUESTS_PER_PASS = 256
 #: A peer that has read nothing of what it asked for this long is closed (a slow consumer).
 SLOW_PEER_TIMEOUT_S = 120.0
 
@@ -168,6 +171,7 @@ class RemotingConnection(BufferedReceiver):
             log.warning("closing %s: %s", self.address, exc)
             self.close()
             return
+        budget = REQUESTS_PER_PASS
         for cmd in commands:
             if isinstance(cmd, HeaderError):
                 self._bad_header(cmd)
@@ -177,10 +181,11 @@ class RemotingConnection(BufferedReceiver):
                     self._deadlines.pop(cmd.opaque, None)
                 if fut is not None and not fut.done():
                     fut.set_result(cmd)
-            elif self._backlog or self._over_high_water():
+            elif self._backlog or not budget or self._over_high_water():
                 self._park(cmd)
             else:
                 self._dispatch(cmd)
+                budget -= 1
 
     # --- output bound: a peer that does not read stops being served ---------------------------------
 
@@ -191,7 +196,8 @@ class RemotingConnection(BufferedReceiver):
         return queued >= WRITE_HIGH_WATER
 
     def _park(self, request: RemotingCommand) -> None:
-        """Keep a request until the peer has read its earlier answers; read nothing more meanwhile."""
+        """Keep a request until the peer has read its earlier answers, or for the next loop pass when this
+        one's budget is spent; read nothing more meanwhile."""
         if not self._backlog and self._transport is not None and not self._transport.is_closing():
             self._transport.pause_reading()
             self._output.flush()
@@ -205,18 +211,23 @@ class RemotingConnection(BufferedReceiver):
 
     def _run_backlog(self) -> None:
         """Dispatch parked requests while the output stays under the bound (on a later loop pass, once
-        what was queued has gone to the socket)."""
+        what was queued has gone to the socket), up to a pass's budget."""
         self._backlog_scheduled = False
         if self.is_closed:
             self._backlog.clear()
             return
+        budget = REQUESTS_PER_PASS
         while self._backlog and self._can_write.is_set():
             if self._over_high_water():
                 self._output.flush()
                 if self._over_high_water():
                     self._schedule_backlog()  # pause_writing may stop it; resume_writing restarts it
                     return
+            if not budget:
+                self._schedule_backlog()
+                return
             self._dispatch(self._backlog.popleft())
+            budget -= 1
         if not self._backlog and self._can_write.is_set():
             self._transport.resume_reading()  # type: ignore[union-attr]
 

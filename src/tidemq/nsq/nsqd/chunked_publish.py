@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Messages stored per chunk: about 10-15 ms of encoding and storing for tiny messages.
-CHUNK_MESSAGES = 8192
+#: Messages stored per chunk: 8-12 ms of encoding and storing for tiny messages on a slow 2-core VM.
+CHUNK_MESSAGES = 2048
 #: Bytes of bodies per chunk at most, so that chunks of big messages stay as short.
 CHUNK_BYTES = 4 * 1024 * 1024
 #: The property that tags a chunked MPUB's records with its id.
