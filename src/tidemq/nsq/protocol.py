@@ -31,6 +31,8 @@ _FRAME_HEAD = struct.Struct(">ii")
 _MESSAGE_HEAD = struct.Struct(">iiqH16s")
 _NAME = re.compile(r"^[.a-zA-Z0-9_-]+(#ephemeral)?$")
 MAX_MPUB_COUNT = 1_048_575  # (max body size - 4) / 5, as nsqd bounds it
+#: Messages of a big MPUB decoded between yields (``decode_mpub_steps``): a few ms of slicing.
+MPUB_DECODE_STEP = 8192
 BODY_COMMANDS = frozenset({b"IDENTIFY", b"AUTH", b"PUB", b"DPUB", b"MPUB"})
 
 
@@ -265,7 +267,9 @@ def mpub_count(body: bytes | None) -> int:
     return _SIZE.unpack_from(body, 0)[0] if body and len(body) >= 4 else 0
 
 
-def decode_mpub_steps(body: bytes, max_msg_size: int, msgs: list[bytes], step: int = 8192) -> Iterator[None]:
+def decode_mpub_steps(
+    body: bytes, max_msg_size: int, msgs: list[bytes], step: int = MPUB_DECODE_STEP
+) -> Iterator[None]:
     """``decode_mpub`` into ``msgs``, pausing (a ``yield``) every ``step`` messages, so that a caller on
     the event loop can let others run while a million tiny messages are decoded."""
     if len(body) < 4:

@@ -139,7 +139,8 @@ class RemotingConnection(BufferedReceiver):
         self._output = OutputBuffer(self._write)
         #: Bytes handed to ``send`` and not yet given to the transport.
         self._unflushed = 0
-        #: Requests read but not yet dispatched, because what is queued for the peer passed the bound.
+        #: Requests read but not yet dispatched, because what is queued for the peer passed the bound or
+        #: this loop pass's budget (REQUESTS_PER_PASS) is spent.
         self._backlog: collections.deque[RemotingCommand] = collections.deque()
         self._backlog_scheduled = False
         self._slow_peer: asyncio.TimerHandle | None = None

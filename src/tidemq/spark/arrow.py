@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from pyspark.sql.types import (
     BinaryType,
@@ -179,3 +181,21 @@ def batch_to_messages(batch: pa.RecordBatch, layout: WriteLayout, topic_option: 
             )
         )
     return out
+
+
+Ints = npt.NDArray[np.int64]
+
+
+def spans(values: pa.Buffer, offsets: Ints, sizes: Ints, kind: pa.DataType) -> pa.Array:
+    """One ``kind`` (binary or string) array of the spans (offset, size) of ``values``, spans in order and
+    apart: the buffer is read as an array whose even elements are the spans (the odd ones are what lies
+    between), and ``take`` copies the even ones out. A string span must cut UTF-8 only between
+    characters (this does not check)."""
+    n = len(sizes)
+    if n and int(offsets[-1] + sizes[-1]) > np.iinfo(np.int32).max:
+        raise OverflowError("spans past 2 GiB do not fit 32-bit Arrow offsets")
+    bounds = np.empty(2 * n, np.int32)
+    bounds[0::2] = offsets
+    bounds[1::2] = offsets + sizes
+    over_buffer = pa.Array.from_buffers(kind, 2 * n - 1, [None, pa.py_buffer(bounds), values])
+    return over_buffer.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int32)))

@@ -15,15 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemq.record import Prop, decode_properties
 from tidemq.record.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
-from tidemq.spark.arrow import PROPERTIES_TYPE
+from tidemq.spark.arrow import PROPERTIES_TYPE, spans
 
-Ints = npt.NDArray[np.int64]
 #: The columns ``decode`` gives: the properties map, then tags, keys and unique ids (null where absent).
 Decoded = tuple[pa.Array, pa.Array, pa.Array, pa.Array]
 _LOOKED_UP = (Prop.TAGS, Prop.KEYS, Prop.UNIQ_KEY)
@@ -36,25 +34,12 @@ def decode(text: pa.Array) -> Decoded:
     return _uniform(text) or _general(text)
 
 
-def spans(values: pa.Buffer, offsets: Ints, sizes: Ints, kind: pa.DataType) -> pa.Array:
-    """One ``kind`` (binary or string) array of the spans (offset, size) of ``values``, spans in order and
-    apart: the buffer is read as an array whose even elements are the spans (the odd ones are what lies
-    between), and ``take`` copies the even ones out. A string span must cut UTF-8 only between
-    characters (this does not check)."""
-    n = len(sizes)
-    bounds = np.empty(2 * n, np.int32)
-    bounds[0::2] = offsets
-    bounds[1::2] = offsets + sizes
-    over_buffer = pa.Array.from_buffers(kind, 2 * n - 1, [None, pa.py_buffer(bounds), values])
-    return over_buffer.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int32)))
-
-
 def _uniform(text: pa.Array) -> Decoded | None:
     """The fast path, for a batch whose every record names the same keys in the same order; None for any
     other batch."""
     n = len(text)
     _, offsets_buf, values_buf = text.buffers()
-    if values_buf is None or text.offset:
+    if not n or values_buf is None or text.offset:
         return None
     offsets = np.frombuffer(offsets_buf, np.int32, n + 1).astype(np.int64)
     first, last = int(offsets[0]), int(offsets[-1])

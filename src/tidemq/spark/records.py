@@ -31,33 +31,29 @@ from tidemq.record.layout import (
     HOST_V4_SIZE,
     HOST_V6_SIZE,
     INT32,
+    INT64,
     MAGIC_MESSAGE,
     MIN_RECORD_SIZE,
     POS_BORN_HOST,
     POS_BORN_TIMESTAMP,
+    POS_MAGIC,
     POS_PHYSICAL_OFFSET,
     POS_QUEUE_OFFSET,
     POS_SYSFLAG,
     PROPERTIES_LENGTH_SIZE,
     RECORD_SUFFIX,
+    SIZE_AND_MAGIC,
     TIMESTAMP_SIZE,
     TOPIC_LENGTH_SIZE,
 )
 from tidemq.spark import properties
-from tidemq.spark.arrow import ARROW_SCHEMA, TIMESTAMP_TYPE
+from tidemq.spark.arrow import ARROW_SCHEMA, TIMESTAMP_TYPE, Ints, spans
 
-Bytes = npt.NDArray[np.uint8]
-Ints = npt.NDArray[np.int64]
-_SIZE = struct.Struct(">i")
-_OFFSET = struct.Struct(">q")
-_POS_MAGIC = INT32.size
 #: How much longer a record's head is per IPv6 host.
 _V6_EXTRA = HOST_V6_SIZE - HOST_V4_SIZE
 _POS_STORE_TIMESTAMP = POS_BORN_HOST + HOST_V4_SIZE
 _POS_RECONSUME = HEAD_SIZE_V4 - RECORD_SUFFIX.size
 _POS_BODY_LENGTH = HEAD_SIZE_V4 - INT32.size
-#: Byte positions 0..width-1 of a field, added to its start to gather its bytes.
-_WIDTHS = {width: np.arange(width) for width in (2, 4, 8)}
 
 
 class RecordColumns:
@@ -88,12 +84,13 @@ class RecordColumns:
         """Keep the records of ``buf`` whose queue offset is in ``[lo, hi)``.
 
         Returns (records in ``buf``, the first one's queue offset or -1). Raises MessageDecodeError where a
-        record's size is too small or overruns ``buf``; the rest of a record, its magic included, is checked
-        in ``to_batch``.
+        record's size is too small or overruns ``buf``, or where the first or the last record (each record,
+        when the range cuts the answer) does not start with a record's magic; the rest of a record is
+        checked in ``to_batch``.
         """
         view = memoryview(buf)
         size = len(view)
-        unpack = _SIZE.unpack_from
+        unpack = INT32.unpack_from
         min_size = MIN_RECORD_SIZE
         sizes: list[int] = []
         pos = 0
@@ -108,9 +105,10 @@ class RecordColumns:
             pos += total
         if not sizes:
             return 0, -1
-        # A queue's records come in offset order: the first and the last bound the answer.
-        (first,) = _OFFSET.unpack_from(view, POS_QUEUE_OFFSET)
-        (last,) = _OFFSET.unpack_from(view, pos - sizes[-1] + POS_QUEUE_OFFSET)
+        # A queue's records come in offset order: the first and the last bound the answer. Their magic is
+        # checked here, so a damaged answer is unreadable rather than a gap in the offsets; the rest's is
+        # checked in ``to_batch``.
+        first, last = _checked_offset(view, 0), _checked_offset(view, pos - sizes[-1])
         if lo <= first and last < hi:
             self._parts.append(view)
             self._sizes.extend(sizes)
@@ -118,7 +116,7 @@ class RecordColumns:
             return len(sizes), first
         pos = 0
         for total in sizes:
-            (offset,) = _OFFSET.unpack_from(view, pos + POS_QUEUE_OFFSET)
+            offset = _checked_offset(view, pos)
             if lo <= offset < hi:
                 self._parts.append(view[pos : pos + total])
                 self._sizes.append(total)
@@ -137,9 +135,20 @@ class RecordColumns:
         return batch
 
 
-def _be(buf: Bytes, at: Ints, width: int) -> Ints:
-    """The signed big-endian integers of ``width`` (2, 4 or 8) bytes at positions ``at``."""
-    values: Ints = buf[at[:, None] + _WIDTHS[width]].view(f">i{width}").reshape(-1).astype(np.int64)
+def _checked_offset(view: memoryview, pos: int) -> int:
+    """The queue offset of the record at ``pos``, once its magic is checked."""
+    _, magic = SIZE_AND_MAGIC.unpack_from(view, pos)
+    if magic != MAGIC_MESSAGE:
+        raise MessageDecodeError(f"bad record header at {pos} (magic {magic:#x})")
+    offset: int = INT64.unpack_from(view, pos + POS_QUEUE_OFFSET)[0]
+    return offset
+
+
+def _be(data: bytes, at: Ints, width: int) -> Ints:
+    """The signed big-endian integers of ``width`` (2, 4 or 8) bytes at byte positions ``at``: gathered
+    from a view of ``data`` with an integer starting at every byte (stride 1), one element per row."""
+    every_byte = np.ndarray((len(data) - width + 1,), f">i{width}", data, strides=(1,))
+    values: Ints = every_byte[at].astype(np.int64)
     return values
 
 
@@ -151,41 +160,41 @@ def _decode(data: bytes, sizes: list[int], topic: str, broker: str, queue_id: in
     totals = np.array(sizes, np.int64)
     ends = np.cumsum(totals)
     starts = ends - totals
-    magic = _be(buf, starts + _POS_MAGIC, 4) & 0xFFFFFFFF
+    magic = _be(data, starts + POS_MAGIC, 4) & 0xFFFFFFFF
     _check(magic == MAGIC_MESSAGE, starts, "does not start with a record's magic")
-    sys_flag = _be(buf, starts + POS_SYSFLAG, 4)
+    sys_flag = _be(data, starts + POS_SYSFLAG, 4)
     born_shift = np.where(sys_flag & SysFlag.BORNHOST_V6, _V6_EXTRA, 0)
     shift = born_shift + np.where(sys_flag & SysFlag.STOREHOST_V6, _V6_EXTRA, 0)
     _check(totals >= shift + MIN_RECORD_SIZE, starts, "is too short for its hosts")
     head = starts + shift
-    body_len = _be(buf, head + _POS_BODY_LENGTH, 4)
+    body_len = _be(data, head + _POS_BODY_LENGTH, 4)
     body_at = head + HEAD_SIZE_V4
     topic_at = body_at + body_len
     tail = TOPIC_LENGTH_SIZE + PROPERTIES_LENGTH_SIZE
     _check((body_len >= 0) & (topic_at + tail <= ends), starts, "has a body longer than the record")
     props_len_at = topic_at + TOPIC_LENGTH_SIZE + buf[topic_at]
     _check(props_len_at + PROPERTIES_LENGTH_SIZE <= ends, starts, "has a topic too long")
-    props_len = _be(buf, props_len_at, 2)  # signed, as Java reads it: a negative one does not add up
+    props_len = _be(data, props_len_at, 2)  # signed, as Java reads it: a negative one does not add up
     props_at = props_len_at + PROPERTIES_LENGTH_SIZE
     _check(props_at + props_len == ends, starts, "does not add up to its size")
     values = pa.py_buffer(data)
-    bodies = properties.spans(values, body_at, body_len, pa.binary())
+    bodies = spans(values, body_at, body_len, pa.binary())
     try:
-        props_text = properties.spans(values, props_at, props_len, pa.binary()).cast(pa.string())
+        props_text = spans(values, props_at, props_len, pa.binary()).cast(pa.string())
     except pa.ArrowInvalid as exc:
         raise MessageDecodeError(f"properties that are not UTF-8: {exc}") from None
     compressed = (sys_flag & SysFlag.COMPRESSED) != 0
     if compressed.any():
         bodies = _inflate(bodies, compressed)
     props, tags, keys, uniq = properties.decode(props_text)
-    msg_ids = uniq if not uniq.null_count else _offset_ids(data, buf, starts, shift, born_shift, uniq)
-    born = _be(buf, starts + POS_BORN_TIMESTAMP, 8)
-    stored = _be(buf, starts + born_shift + _POS_STORE_TIMESTAMP, 8)
+    msg_ids = uniq if not uniq.null_count else _offset_ids(data, starts, shift, born_shift, uniq)
+    born = _be(data, starts + POS_BORN_TIMESTAMP, 8)
+    stored = _be(data, starts + born_shift + _POS_STORE_TIMESTAMP, 8)
     columns: list[Any] = [
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(broker, pa.string()), n),
         pa.repeat(pa.scalar(queue_id, pa.int32()), n),
-        pa.array(_be(buf, starts + POS_QUEUE_OFFSET, 8)),
+        pa.array(_be(data, starts + POS_QUEUE_OFFSET, 8)),
         msg_ids,
         keys,
         tags,
@@ -193,7 +202,7 @@ def _decode(data: bytes, sizes: list[int], topic: str, broker: str, queue_id: in
         props,
         pa.array(born * 1000, TIMESTAMP_TYPE),
         pa.array(stored * 1000, TIMESTAMP_TYPE),
-        pa.array(_be(buf, head + _POS_RECONSUME, 4).astype(np.int32)),
+        pa.array(_be(data, head + _POS_RECONSUME, 4).astype(np.int32)),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -215,12 +224,10 @@ def _inflate(bodies: pa.Array, compressed: npt.NDArray[np.bool_]) -> pa.Array:
     return pa.array(values, pa.binary())
 
 
-def _offset_ids(
-    data: bytes, buf: Bytes, starts: Ints, shift: Ints, born_shift: Ints, uniq: pa.Array
-) -> pa.Array:
+def _offset_ids(data: bytes, starts: Ints, shift: Ints, born_shift: Ints, uniq: pa.Array) -> pa.Array:
     """Message ids: the unique id where a record has one, its offset message id where it has none."""
     ids: list[str | None] = uniq.to_pylist()
-    phys = _be(buf, starts + POS_PHYSICAL_OFFSET, 8)
+    phys = _be(data, starts + POS_PHYSICAL_OFFSET, 8)
     for i in np.flatnonzero(np.asarray(uniq.is_null())).tolist():
         host_at = int(starts[i] + born_shift[i]) + _POS_STORE_TIMESTAMP + TIMESTAMP_SIZE
         host_len = HOST_V4_SIZE + int(shift[i] - born_shift[i])

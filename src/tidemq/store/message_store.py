@@ -334,14 +334,15 @@ class MessageStore:
 
     # --- durability (store/flush.py) ----------------------------------------------------------------
 
-    # Durability lives in store/flush.py; these three keep callers from reaching into the flusher.
     async def wait_durable(self, end_offset: int) -> None:
+        """Resolve once the commit log is fsynced up to ``end_offset`` (sync-flush acknowledgements)."""
         await self.flusher.wait_durable(end_offset)
 
     async def flush_commitlog(self) -> None:
         await self.flusher.flush_commitlog()
 
     async def flush_queues(self) -> None:
+        """fsync consume queues and the index, then record how far the log is dispatched durably."""
         await self.flusher.flush_queues()
 
     # --- reading ------------------------------------------------------------------------------------

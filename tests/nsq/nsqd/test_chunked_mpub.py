@@ -14,7 +14,7 @@ from tidemq.nsq.nsqd.server import Nsqd
 from tidemq.nsq.protocol import NSQError
 from tidemq.store import StoreError
 
-BIG = chunked_publish.CHUNK_MESSAGES * 3 + 5
+BIG = chunked_publish.BIG_MPUB_MESSAGES + 5
 
 
 def test_chunks_bound_messages_and_bytes() -> None:

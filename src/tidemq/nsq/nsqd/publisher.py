@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from tidemq.nsq.nsqd.chunked_publish import CHUNK_MESSAGES
+from tidemq.nsq.nsqd.chunked_publish import BIG_MPUB_MESSAGES
 from tidemq.nsq.nsqd.lifecycle import Writer
 from tidemq.nsq.nsqd.verbs import check_publish_line
 from tidemq.nsq.protocol import Command, decode_mpub, decode_mpub_steps, mpub_count, parse_int
@@ -131,4 +131,4 @@ class Publisher:
 
 def is_big_mpub(cmd: Command) -> bool:
     """An MPUB stored in steps (``_publish_big``), never inline."""
-    return cmd.name == b"MPUB" and mpub_count(cmd.body) > CHUNK_MESSAGES
+    return cmd.name == b"MPUB" and mpub_count(cmd.body) > BIG_MPUB_MESSAGES
