@@ -130,7 +130,7 @@ async def _enter(
                     refused = True
                     seg = store.commitlog.segment_at(hold.log_start)
                     assert seg is not None
-                    store._roll_back(seg, hold.log_start, [(cq, first)])
+                    store._roll_back(seg, hold.log_start, {cq: first})
                     raise store._write_failure(exc) from None
                 await _wait_for_room(store, exc)
                 continue

@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tidemq.aio import cancel_and_wait
@@ -233,7 +233,7 @@ class MessageStore:
                     cq.append(phys_offset, len(req.record), req.tags_code)
                     cq.bytes_in += len(req.record)
         except OSError as exc:
-            self._roll_back(seg, placed[0][3], list(queue_ends.items()))
+            self._roll_back(seg, placed[0][3], queue_ends)
             raise self._write_failure(exc) from None
         for req, _, _, phys_offset, _ in placed:  # every record indexed before any listener runs
             self._index_keys(req, phys_offset)
@@ -257,7 +257,7 @@ class MessageStore:
             try:
                 cq.append(phys, size, req.tags_code)
             except OSError as exc:
-                self._roll_back(seg, phys, [(cq, queue_offset)])
+                self._roll_back(seg, phys, {cq: queue_offset})
                 raise self._write_failure(exc) from None
             cq.bytes_in += size
         self._index_keys(req, phys)
@@ -293,7 +293,7 @@ class MessageStore:
             try:
                 cq.append_many(phys_offsets, sizes, batch.tags_codes)
             except OSError as exc:
-                self._roll_back(seg, base, [(cq, first_queue_offset)])
+                self._roll_back(seg, base, {cq: first_queue_offset})
                 raise self._write_failure(exc) from None
         cq.bytes_in += len(data)
         if self.index is not None and any(batch.keys):  # nsqd's records have no key to index
@@ -315,11 +315,11 @@ class MessageStore:
         the event loop back (store/batch_append.py)."""
         return await batch_append.put_in_steps(self, topic, queue_id, batch)
 
-    def _roll_back(self, seg: MappedFile, log_pos: int, queue_ends: list[tuple[ConsumeQueue, int]]) -> None:
+    def _roll_back(self, seg: MappedFile, log_pos: int, queue_ends: Mapping[ConsumeQueue, int]) -> None:
         """Undo a write whose consume-queue entries could not be stored (a full disk): the records leave
         the log and the entries the queues, so no queue offset is handed out twice and no refused record
         comes back when the queues are rebuilt from the log."""
-        for cq, end in queue_ends:
+        for cq, end in queue_ends.items():
             cq.rollback_to(end)
         seg.rollback_to(log_pos - seg.base)
         self.commitlog.flushed = min(self.commitlog.flushed, self.commitlog.max_offset)
