@@ -1,8 +1,9 @@
-"""A request whose protobuf body does not parse is the caller's fault: INVALID_ARGUMENT, at most one log
-line, and the endpoint goes on serving (issue 23, "Bad bodies get protocol errors, never tracebacks")."""
+"""A request whose protobuf body does not parse is the caller's fault: INVALID_ARGUMENT, a log line a second
+at most, and the endpoint goes on serving (issue 23, "Bad bodies get protocol errors, never tracebacks")."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -19,35 +20,40 @@ CLIENT = (("x-mq-client-id", "unparseable-test@1"), ("x-mq-language", "PYTHON"))
 SERVICE = "/apache.rocketmq.v2.MessagingService"
 #: A truncated varint: no protobuf message parses from it.
 NOT_A_MESSAGE = b"\xff\xff\xff"
+#: A bound on each call, generous for a loaded machine: what is checked is the status, not the time.
+DEADLINE_S = 30
 
 
 async def test_unparseable_requests_are_invalid_argument(fresh_server: ServerProcess) -> None:
     topic = unique("unparse")
     await create_topic(fresh_server.broker, topic, 1)
     log_at = fresh_server.log_path.stat().st_size
+    started = time.monotonic()
     async with grpc.aio.insecure_channel(fresh_server.grpc) as channel:
         query_route = channel.unary_unary(f"{SERVICE}/QueryRoute")  # bytes in, bytes out
         for _ in range(20):
             with pytest.raises(grpc.aio.AioRpcError) as unary:
-                await query_route(NOT_A_MESSAGE, metadata=CLIENT, timeout=5)
+                await query_route(NOT_A_MESSAGE, metadata=CLIENT, timeout=DEADLINE_S)
             assert unary.value.code() == grpc.StatusCode.INVALID_ARGUMENT, unary.value
 
         async def bad_commands() -> AsyncIterator[bytes]:
             yield NOT_A_MESSAGE
 
         telemetry = channel.stream_stream(f"{SERVICE}/Telemetry")
-        call = telemetry(bad_commands(), metadata=CLIENT, timeout=5)
+        call = telemetry(bad_commands(), metadata=CLIENT, timeout=DEADLINE_S)
         with pytest.raises(grpc.aio.AioRpcError) as stream:
             async for _ in call:
                 pass
         assert stream.value.code() == grpc.StatusCode.INVALID_ARGUMENT, stream.value
+        refusing_s = time.monotonic() - started
 
         stub = spb_grpc.MessagingServiceStub(channel)
         reply = await stub.QueryRoute(
-            spb.QueryRouteRequest(topic=pb.Resource(name=topic)), metadata=CLIENT, timeout=5
+            spb.QueryRouteRequest(topic=pb.Resource(name=topic)), metadata=CLIENT, timeout=DEADLINE_S
         )
         assert reply.status.code == pb.OK
     log = fresh_server.log_path.read_bytes()[log_at:].decode(errors="replace")
     assert "Traceback" not in log, log[-3000:]
     lines = [line for line in log.splitlines() if "does not parse" in line]
-    assert len(lines) <= 1, lines
+    # 21 refusals, one line per second of the clock they touched (a burst may straddle a second's turn)
+    assert len(lines) <= int(refusing_s) + 2, (refusing_s, lines)
