@@ -142,6 +142,9 @@ def _near(edge: int, anywhere: st.SearchStrategy[int]) -> st.SearchStrategy[int]
 RECORD_LIKE_BYTES = st.one_of(st.binary(max_size=300), record_runs(), damaged_record_runs())
 
 
-def joined(*properties: str) -> str:
-    """Encoded properties run together, as the broker appends its own to a message's."""
-    return PROPERTY_SEPARATOR.join(p for p in properties if p)
+def joined(own: str, appended: str) -> str:
+    """A message's encoded properties with the broker's appended, as Java's batch encoder joins them: a
+    separator between the two unless the message's already end with one."""
+    if not own or not appended:
+        return own or appended
+    return own + appended if own.endswith(PROPERTY_SEPARATOR) else own + PROPERTY_SEPARATOR + appended

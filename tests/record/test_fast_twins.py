@@ -109,9 +109,10 @@ def test_record_bodies_refuses_what_iter_records_refuses_unless_only_text_is_wro
 
 
 @SOME
-@given(st.lists(st.tuples(PROPERTY_KEYS, PROPERTY_TEXT), max_size=6), PROPERTY_KEYS)
+@given(st.lists(st.tuples(PROPERTY_KEYS, st.one_of(PROPERTY_TEXT, st.just(""))), max_size=6), PROPERTY_KEYS)
 def test_property_value_is_decode_properties(pairs: list[tuple[str, str]], key: str) -> None:
-    """Pairs as a producer writes them (duplicates included: the last one wins in both)."""
+    """Pairs as a producer writes them (duplicates included: the last one wins in both; a pair with an
+    empty value is dropped by both)."""
     text = PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in pairs)
     expected = decode_properties(text).get(key)
     assert property_value(text.encode(), key_prefix(key)) == (None if expected is None else expected.encode())
@@ -127,7 +128,17 @@ _BATCH_PROPERTIES = st.dictionaries(
 _KEY_LOOK_ALIKES = st.lists(
     st.sampled_from(["TAGS\x01", "KEYS\x01", "UNIQ_KEY\x01", "DELAY\x01", "\x02", "x"]), max_size=4
 ).map(lambda parts: "".join(parts).encode())
-_BATCH_MESSAGES = st.tuples(ANY_INT32, st.one_of(st.binary(max_size=40), _KEY_LOOK_ALIKES), _BATCH_PROPERTIES)
+#: A unique id alone (the common batch item), with what could make it not alone after it: another name,
+#: an empty value, Java's trailing separator, a pair without its separator.
+_UNIQ_ALONE = st.lists(
+    st.sampled_from(["abc", "\x02", "\x02TAGS", "\x02KEYS\x01k", "\x01", "UNIQ_KEY\x01", "x y"]),
+    max_size=3,
+).map(lambda parts: "UNIQ_KEY\x01" + "".join(parts))
+_BATCH_MESSAGES = st.tuples(
+    ANY_INT32,
+    st.one_of(st.binary(max_size=40), _KEY_LOOK_ALIKES),
+    st.one_of(_BATCH_PROPERTIES.map(encode_properties), _UNIQ_ALONE),
+)
 _EXTRA = st.sampled_from(["", "CLUSTER\x01c1", "WAIT\x01true\x02CLUSTER\x01c1"])
 
 
@@ -140,13 +151,11 @@ _EXTRA = st.sampled_from(["", "CLUSTER\x01c1", "WAIT\x01true\x02CLUSTER\x01c1"])
     ANY_INT32,
 )
 def test_build_stored_batch_is_encode_record_per_item(
-    messages: list[tuple[int, bytes, dict[str, str]]], extra: str, born: bytes, store: bytes, sys_flag: int
+    messages: list[tuple[int, bytes, str]], extra: str, born: bytes, store: bytes, sys_flag: int
 ) -> None:
     """The records ``encode_record`` builds for each item ``decode_batch`` reads, the broker's properties
     appended, the tags hashed and the keys indexed from each message's own properties."""
-    body = encode_batch(
-        [BatchItem(flag, payload, encode_properties(props)) for flag, payload, props in messages]
-    )
+    body = encode_batch([BatchItem(flag, payload, props) for flag, payload, props in messages])
     batch = build_stored_batch(
         body, topic="B", queue_id=2, sys_flag=sys_flag, born_timestamp=5, born_host=born, store_timestamp=6,
         store_host=store, extra_properties=extra, max_body=1024,
