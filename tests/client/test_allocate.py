@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import pickle
 
 import pytest
 from hypothesis import given
@@ -63,6 +64,17 @@ def test_message_queue_json_round_trip() -> None:
 def test_message_queue_from_json_rejects_bad_objects(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         MessageQueue.from_json(bad)
+
+
+def test_message_queue_is_a_value_whose_pickle_holds_only_its_fields() -> None:
+    """Its hash is worked out once; a pickle must not carry it, as a string hashes differently in the
+    process that loads it."""
+    mq = MessageQueue("T", "broker-a", 3)
+    assert mq == MessageQueue("T", "broker-a", 3) and hash(mq) == hash(MessageQueue("T", "broker-a", 3))
+    assert {mq: 1}[MessageQueue("T", "broker-a", 3)] == 1 and mq != MessageQueue("T", "broker-a", 4)
+    assert mq.__reduce__() == (MessageQueue, ("T", "broker-a", 3))
+    assert pickle.loads(pickle.dumps(mq)) == mq
+    assert repr(mq) == "MessageQueue(topic='T', broker_name='broker-a', queue_id=3)"
 
 
 def test_message_queue_order_is_topic_broker_queue() -> None:

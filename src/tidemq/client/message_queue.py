@@ -7,7 +7,7 @@ Rebalancing depends on every client of a group sorting queues identically and on
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -29,6 +29,18 @@ class MessageQueue:
     topic: str
     broker_name: str
     queue_id: int
+    #: Worked out once: a queue is a dict key on every consumed message's path (offsets, process queues).
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.topic, self.broker_name, self.queue_id)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[MessageQueue], tuple[str, str, int]]:
+        """Pickled by its fields: a string's hash differs from one process to the next."""
+        return MessageQueue, (self.topic, self.broker_name, self.queue_id)
 
     def sort_key(self) -> tuple[bytes, bytes, int]:
         return java_string_key(self.topic), java_string_key(self.broker_name), self.queue_id

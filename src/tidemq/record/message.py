@@ -55,10 +55,13 @@ class MessageExt:
     def put_property(self, key: str, value: str) -> None:
         """Set one property, leaving stored text undecoded (the push consumers stamp every message's
         consume start time, and need not decode its properties for that)."""
-        if isinstance(self.props, dict):
-            self.props[key] = value
+        props = self.props
+        if isinstance(props, dict):
+            props[key] = value
+        elif props:
+            self.props = f"{props}{PROPERTY_SEPARATOR}{key}{NAME_VALUE_SEPARATOR}{value}"
         else:
-            self.add_properties(f"{key}{NAME_VALUE_SEPARATOR}{value}")
+            self.props = f"{key}{NAME_VALUE_SEPARATOR}{value}"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):

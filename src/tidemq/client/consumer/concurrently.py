@@ -131,7 +131,7 @@ class ConcurrentConsumeService:
             return
         size = len(msgs)
         if status is _CONSUME_SUCCESS or status is _SUCCESS:
-            acked = _acked(ctx, size)
+            acked = size if ctx.ack_index >= size - 1 else _acked(ctx, size)
         else:
             acked = self._acked_otherwise(status, ctx, size)
         if acked < size:
