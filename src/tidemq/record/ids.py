@@ -72,6 +72,8 @@ class UniqueIdGenerator:
         self._counter = itertools.count(int.from_bytes(os.urandom(2), "big"))
         self._month_start = 0.0
         self._next_month = 0.0
+        self._ms = -1
+        self._head = ""
 
     def _roll_month(self, now: float) -> None:
         t = time.localtime(now)
@@ -80,10 +82,14 @@ class UniqueIdGenerator:
         self._next_month = time.mktime((year, month, 1, 0, 0, 0, 0, 0, -1))
 
     def _time_part(self) -> str:
+        """The id's head up to its counter, built once per millisecond (a busy producer asks many times)."""
         now = time.time()
         if now >= self._next_month:
             self._roll_month(now)
-        return f"{self._prefix}{int((now - self._month_start) * 1000) & 0x7FFFFFFF:08X}"
+        ms = int((now - self._month_start) * 1000) & 0x7FFFFFFF
+        if ms != self._ms:
+            self._ms, self._head = ms, f"{self._prefix}{ms:08X}"
+        return self._head
 
     def next_id(self) -> str:
         return f"{self._time_part()}{next(self._counter) & 0xFFFF:04X}"
