@@ -72,8 +72,9 @@ def test_message_queue_is_a_value_whose_pickle_holds_only_its_fields() -> None:
     mq = MessageQueue("T", "broker-a", 3)
     assert mq == MessageQueue("T", "broker-a", 3) and hash(mq) == hash(MessageQueue("T", "broker-a", 3))
     assert {mq: 1}[MessageQueue("T", "broker-a", 3)] == 1 and mq != MessageQueue("T", "broker-a", 4)
-    assert mq.__reduce__() == (MessageQueue, ("T", "broker-a", 3))
-    assert pickle.loads(pickle.dumps(mq)) == mq
+    object.__setattr__(mq, "_hash", 0)  # as if worked out in a process whose strings hash otherwise
+    loaded = pickle.loads(pickle.dumps(mq))
+    assert loaded == mq and hash(loaded) == hash(MessageQueue("T", "broker-a", 3)) != 0
     assert repr(mq) == "MessageQueue(topic='T', broker_name='broker-a', queue_id=3)"
 
 

@@ -9,6 +9,8 @@ consumer persisted all its queues at once on shutdown.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer.offset_store import RemoteBrokerOffsetStore
@@ -26,13 +28,16 @@ class UnlockedOffsetTables:
     """UPDATE_CONSUMER_OFFSET as the Java broker runs it: the table a first commit creates is published
     only after that commit's put, and meanwhile another commit may start a table of its own."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse_first: int = 0) -> None:
         self.tables: dict[str, dict[int, int]] = {}
         self.commits = 0
+        self.refuse_first = refuse_first
 
     async def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         assert request.code == RequestCode.UPDATE_CONSUMER_OFFSET
         self.commits += 1
+        if self.commits <= self.refuse_first:
+            return request.response(ResponseCode.SYSTEM_BUSY, "busy")
         ext = request.ext_fields
         key = f"{ext['topic']}@{ext['consumerGroup']}"
         queue_id, offset = int(ext["queueId"]), int(ext["commitOffset"])
@@ -46,17 +51,26 @@ class UnlockedOffsetTables:
         return request.response(ResponseCode.SUCCESS)
 
 
-async def test_first_commits_of_a_topic_are_not_lost_to_a_racing_broker() -> None:
-    brokers = {name: UnlockedOffsetTables() for name in ("broker-a", "broker-b")}
+@asynccontextmanager
+async def _store_on(brokers: dict[str, UnlockedOffsetTables]) -> AsyncIterator[RemoteBrokerOffsetStore]:
     servers = [RemotingServer(tables, "127.0.0.1", 0) for tables in brokers.values()]
     for server in servers:
         await server.start()
     instance = ClientInstance(ClientConfig(namesrv_addr="127.0.0.1:1"))
     for name, server in zip(brokers, servers, strict=True):
         instance.brokers[name] = {MASTER_ID: f"127.0.0.1:{server.port}"}
-    store = RemoteBrokerOffsetStore(instance, GROUP)
-    queues = [MessageQueue(t, b, q) for t in ("T", "U") for b in brokers for q in range(4)]
     try:
+        yield RemoteBrokerOffsetStore(instance, GROUP)
+    finally:
+        await instance.close()
+        for server in servers:
+            await server.close()
+
+
+async def test_first_commits_of_a_topic_are_not_lost_to_a_racing_broker() -> None:
+    brokers = {name: UnlockedOffsetTables() for name in ("broker-a", "broker-b")}
+    queues = [MessageQueue(t, b, q) for t in ("T", "U") for b in brokers for q in range(4)]
+    async with _store_on(brokers) as store:
         for mq in queues:
             store.update(mq, 10 + mq.queue_id)
         await store.persist_all(set(queues))
@@ -70,7 +84,27 @@ async def test_first_commits_of_a_topic_are_not_lost_to_a_racing_broker() -> Non
         assert brokers["broker-a"].tables[f"T@{GROUP}"] == {q: 20 + q for q in range(4)}
         assert brokers["broker-b"].tables[f"T@{GROUP}"] == {0: 20, 1: 21, 2: 12, 3: 13}
         assert sum(tables.commits for tables in brokers.values()) == len(queues) + 6
-    finally:
-        await instance.close()
-        for server in servers:
-            await server.close()
+
+
+async def test_after_a_refused_first_commit_the_next_one_still_goes_alone() -> None:
+    """A first commit the broker refuses leaves no table: the next commit of the topic is the first."""
+    tables = UnlockedOffsetTables(refuse_first=1)
+    queues = [MessageQueue("T", "broker-a", q) for q in range(4)]
+    async with _store_on({"broker-a": tables}) as store:
+        for mq in queues:
+            store.update(mq, 10 + mq.queue_id)
+        await store.persist_all(set(queues))
+        assert tables.tables == {f"T@{GROUP}": {1: 11, 2: 12, 3: 13}}  # queue 0 went first, refused
+        await store.persist_all(set(queues))
+        assert tables.tables == {f"T@{GROUP}": {q: 10 + q for q in range(4)}}
+
+
+async def test_a_queue_persisted_alone_waits_for_the_first_commit_too() -> None:
+    """A queue a rebalance drops persists on its own, maybe beside the periodic persist of them all."""
+    tables = UnlockedOffsetTables()
+    queues = [MessageQueue("T", "broker-a", q) for q in range(4)]
+    async with _store_on({"broker-a": tables}) as store:
+        for mq in queues:
+            store.update(mq, 10 + mq.queue_id)
+        await asyncio.gather(store.persist_all(set(queues[:3])), store.persist(queues[3]))
+        assert tables.tables == {f"T@{GROUP}": {q: 10 + q for q in range(4)}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import socket
 import struct
+import time
 import zlib
 
 import pytest
@@ -474,6 +475,13 @@ def test_offset_msg_id_encode_decode_ipv4() -> None:
     assert decode_offset_msg_id(msg_id.lower()) == ("10.0.0.1:10911", 1234)
 
 
+@given(st.sampled_from([8, 20]), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40))
+def test_offset_msg_ids_are_each_offset_msg_id_comma_joined(host_size: int, offsets: list[int]) -> None:
+    """A batch's ids, built in one pass over the packed offsets, are the single ids joined."""
+    store = bytes(range(7, 7 + host_size))
+    assert m.offset_msg_ids(store, offsets) == ",".join(offset_msg_id(store, o) for o in offsets)
+
+
 def test_offset_msg_id_encode_decode_ipv6() -> None:
     store = v6("2001:db8::7", 10911)
     msg_id = offset_msg_id(store, 2**40 + 5)
@@ -521,6 +529,23 @@ def test_unique_ids_are_32_upper_hex_and_unique() -> None:
     other = UniqueIdGenerator("192.168.1.20")
     more = {other.next_id() for _ in range(1000)}
     assert not more & set(ids)
+
+
+def test_unique_id_time_field_follows_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Characters 20-27 are the milliseconds since the month began (Java's layout), however often the
+    generator is asked within one millisecond."""
+    import tidemq.record.ids as ids
+
+    now = [time.mktime((2026, 11, 1, 0, 0, 0, 0, 0, -1)) + 5.0]  # 5 s into the month
+    monkeypatch.setattr(ids.time, "time", lambda: now[0])
+    gen = UniqueIdGenerator("192.168.1.20")
+    first, second = gen.next_id(), gen.next_id()
+    assert first[20:28] == second[20:28] == f"{5000:08X}" and first[28:] != second[28:]
+    now[0] += 0.0015
+    assert gen.next_id()[20:28] == f"{5001:08X}"
+    now[0] = time.mktime((2026, 12, 1, 0, 0, 0, 0, 0, -1)) + 0.25  # a new month starts the count again
+    assert gen.next_id()[20:28] == f"{250:08X}"
+    assert gen.next_ids(2)[1][20:28] == f"{250:08X}"
 
 
 def test_unique_ids_with_ipv6_and_default_host() -> None:

@@ -251,7 +251,7 @@ def build_stored_batch(
         # three times as much (Java's items carry WAIT too, and take the look-ups).
         if props.startswith(uniq_key) and props.find(name_value, uniq_size) < 0:
             value_end = props.find(separator, uniq_size)
-            alone = props[uniq_size:value_end] if value_end >= 0 else props[uniq_size:]
+            alone = props[uniq_size : value_end if value_end >= 0 else None]
             tags_code, msg_keys = 0, ([alone] if alone else [])
         elif tags_key in props or keys_key in props or delay_key in props:
             tags_code, msg_keys = _scan(props)

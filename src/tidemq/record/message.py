@@ -54,7 +54,8 @@ class MessageExt:
 
     def put_property(self, key: str, value: str) -> None:
         """Set one property, leaving stored text undecoded (the push consumers stamp every message's
-        consume start time, and need not decode its properties for that)."""
+        consume start time, and need not decode its properties for that; ``add_properties``'s join is
+        written out here to build the string once)."""
         props = self.props
         if isinstance(props, dict):
             props[key] = value

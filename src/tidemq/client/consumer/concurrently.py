@@ -131,7 +131,7 @@ class ConcurrentConsumeService:
             return
         size = len(msgs)
         if status is _CONSUME_SUCCESS or status is _SUCCESS:
-            acked = size if ctx.ack_index >= size - 1 else _acked(ctx, size)
+            acked = size if ctx.ack_index >= size - 1 else _acked(ctx, size)  # the call only when needed
         else:
             acked = self._acked_otherwise(status, ctx, size)
         if acked < size:

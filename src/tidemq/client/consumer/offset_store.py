@@ -75,6 +75,8 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         self.group = group
         #: (broker, topic) pairs this store has committed to: their offset table exists on the broker.
         self._committed: set[tuple[str, str]] = set()
+        #: Held by a pair's first commit while it is on the wire (``persist``).
+        self._first_commits: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def read(self, mq: MessageQueue, mode: ReadMode) -> int:
         if mode is not ReadMode.STORE and mq in self.table:
@@ -95,6 +97,19 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         return offset
 
     async def persist(self, mq: MessageQueue) -> None:
+        """Commit ``mq``'s offset. A topic's first commit to a broker goes alone, the others of that topic
+        waiting for it (and the next one going alone if it failed): Apache RocketMQ's broker creates a
+        group's offset table of a topic without a lock, so of two first commits arriving together one can
+        be lost (seen with 4.9.7: a queue read to its end kept its whole lag)."""
+        pair = (mq.broker_name, mq.topic)
+        if pair not in self._committed:
+            async with self._first_commits.setdefault(pair, asyncio.Lock()):
+                if pair not in self._committed:
+                    await self._commit(mq)
+                    return
+        await self._commit(mq)
+
+    async def _commit(self, mq: MessageQueue) -> None:
         offset = self.table.get(mq)
         if offset is None:
             return
@@ -107,19 +122,9 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             self._committed.add((mq.broker_name, mq.topic))
 
     async def persist_all(self, mqs: set[MessageQueue]) -> None:
-        """All at once: one round trip for the lot, not one per queue (a lite-pull commit waits on it).
-
-        Except a topic's first commit to a broker, which goes alone: Apache RocketMQ's broker creates a
-        group's offset table of a topic without a lock, so of two first commits arriving together one can
-        be lost (seen with 4.9.7: a queue read to its end kept its whole lag)."""
-        due = [mq for mq in self.table if mq in mqs]
-        first: dict[tuple[str, str], MessageQueue] = {}
-        for mq in due:
-            if (mq.broker_name, mq.topic) not in self._committed:
-                first.setdefault((mq.broker_name, mq.topic), mq)
-        await asyncio.gather(*(self.persist(mq) for mq in first.values()))
-        gone_first = set(first.values())
-        await asyncio.gather(*(self.persist(mq) for mq in due if mq not in gone_first))
+        """All at once: one round trip for the lot, not one per queue (a lite-pull commit waits on it),
+        but for the first commits that ``persist`` sends alone."""
+        await asyncio.gather(*(self.persist(mq) for mq in list(self.table) if mq in mqs))
 
 
 class LocalFileOffsetStore(_MemoryTable):
