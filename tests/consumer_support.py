@@ -188,16 +188,28 @@ def check_property_rules(
     assert letter.properties["ORIGIN_MESSAGE_ID"] == first.offset_msg_id
 
 
-async def drain(namesrv: str, topic: str, expect: int, timeout: float = 30.0) -> list[MessageExt]:
+async def drain(
+    namesrv: str,
+    topic: str,
+    expect: int,
+    timeout: float = 30.0,
+    *,
+    distinct: Callable[[MessageExt], object] | None = None,
+) -> list[MessageExt]:
     """Every message of ``topic`` from the first offset, through tidemq's lite pull consumer, once
-    ``expect`` have arrived (and a moment more, to catch extras)."""
+    ``expect`` have arrived (and a moment more, to catch extras). With ``distinct``, ``expect`` counts
+    messages of different ``distinct(message)``: an at-least-once writer's duplicates do not end it early."""
     c = LitePullConsumer(unique("drain"), namesrv, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
     c.subscribe(topic)
     await c.start()
     got: list[MessageExt] = []
+
+    def arrived() -> int:
+        return len(got) if distinct is None else len({distinct(m) for m in got})
+
     try:
         deadline = time.monotonic() + timeout
-        while len(got) < expect and time.monotonic() < deadline:
+        while arrived() < expect and time.monotonic() < deadline:
             got += await c.poll(1.0)
         got += await c.poll(0.5)
     finally:

@@ -102,11 +102,21 @@ async def test_half_message_is_checked_after_a_sigkill(tmp_path: Path) -> None:
         server.stop()
 
 
-async def test_end_transaction_refusals(tx_server: ServerProcess) -> None:
+@pytest.fixture(scope="module")
+def remembering_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The default check interval (60 s): a decided transaction is remembered until a check pass moves
+    the scan past it, which ``tx_server``'s one-second passes do while a slow SDK process exits."""
+    proc = ServerProcess(tmp_path_factory.mktemp("grpc-tx-remembering") / "data").start()
+    yield proc
+    proc.stop()
+
+
+async def test_end_transaction_refusals(remembering_server: ServerProcess) -> None:
+    server = remembering_server
     topic = unique("grpctx")
-    await create_topic(tx_server.broker, topic, 2, routed_by=tx_server.namesrv)
-    sent = sdk(tx_server, topic, "commit", "once")
-    async with grpc.aio.insecure_channel(tx_server.grpc) as channel:
+    await create_topic(server.broker, topic, 2, routed_by=server.namesrv)
+    sent = sdk(server, topic, "commit", "once")
+    async with grpc.aio.insecure_channel(server.grpc) as channel:
         stub = spb_grpc.MessagingServiceStub(channel)
 
         async def end(message_id: str, transaction_id: str = "t") -> pb.Status:
