@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable
-from inspect import isawaitable
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar, cast
 
 #: Upper bounds in seconds, from 100 microseconds (an in-memory send) to 10 seconds (a stalled fsync).
 LATENCY_BUCKETS_S = (
@@ -73,8 +72,8 @@ def timed(histogram: LatencyHistogram, func: Callable[P, R | Awaitable[R]]) -> C
     def call(*args: P.args, **kwargs: P.kwargs) -> R | Awaitable[R]:
         started = clock()
         result = func(*args, **kwargs)
-        if isawaitable(result):
-            return _finish(histogram, result, started)
+        if getattr(result, "__await__", None) is not None:  # isawaitable's ABC check costs 10x, per message
+            return _finish(histogram, cast(Awaitable[R], result), started)
         histogram.observe(clock() - started)
         return result
 

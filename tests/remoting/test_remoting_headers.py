@@ -319,6 +319,52 @@ def test_compact_ext_only_uses_a_to_n() -> None:
     assert SendMessageRequestHeader.from_ext(compact, compact=True) == minimal
 
 
+_SEND_EDGES = [
+    *("0", "1", "4", "16", "-1", "", "true", "TRUE", "false", " 1", "1_0", "\u0663", "x"),
+    *("999999999", "2147483647", "2147483648", "0000000001", "9223372036854775807", "9223372036854775808"),
+]
+_SEND_VALUES = st.one_of(
+    st.sampled_from(_SEND_EDGES), st.integers(-(2**70), 2**70).map(str), st.text(max_size=4)
+)
+_SEND_KEYS = st.sampled_from([*"abcdefghijklmn", "topic", "reconsumeTimes", "bname", "unrelated"])
+
+
+def _reading(read: typing.Callable[[], SendMessageRequestHeader]) -> object:
+    try:
+        return read()
+    except HeaderFieldError as exc:
+        return ("refused", str(exc))
+
+
+def _both_readings(ext: dict[str, str]) -> tuple[object, object]:
+    """``from_compact_ext`` and ``from_ext(compact=True)`` of ``ext``: a header, or the refusal."""
+    return (
+        _reading(lambda: SendMessageRequestHeader.from_compact_ext(ext)),
+        _reading(lambda: SendMessageRequestHeader.from_ext(ext, compact=True)),
+    )
+
+
+@pytest.mark.parametrize("key", [*"abcdefghijklmn", "reconsumeTimes"])
+def test_from_compact_ext_reads_each_edge_as_from_ext(key: str) -> None:
+    for value in _SEND_EDGES:
+        for ext in ({**COMPACT_EXT, key: value}, {k: v for k, v in COMPACT_EXT.items() if k != key}):
+            fast, generic = _both_readings(ext)
+            assert fast == generic, (key, value)
+
+
+@settings(max_examples=400)
+@given(
+    overrides=st.dictionaries(_SEND_KEYS, _SEND_VALUES, max_size=5),
+    dropped=st.sets(st.sampled_from(list("abcdefghijklmn")), max_size=3),
+)
+def test_from_compact_ext_reads_as_from_ext(overrides: dict[str, str], dropped: set[str]) -> None:
+    """The broker's field-by-field reading of SEND_MESSAGE_V2 agrees with the generic one on anything:
+    the same header, or the same refusal."""
+    ext = {k: v for k, v in {**COMPACT_EXT, **overrides}.items() if k not in dropped}
+    fast, generic = _both_readings(ext)
+    assert fast == generic
+
+
 # --- errors -----------------------------------------------------------------------------------------
 
 

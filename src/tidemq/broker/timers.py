@@ -52,6 +52,8 @@ PRECISION_MS = 1000
 _NOT_A_TIMER = (TIMER_TOPIC,)
 #: The properties that make a send a timer message (or a timer cancellation).
 TIMER_PROPERTIES = (Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS, Prop.TIMER_DEL_UNIQKEY)
+#: Those of them that say when.
+_TIMER_TIMES = frozenset(TIMER_PROPERTIES[:3])
 
 
 def now_ms() -> int:
@@ -107,18 +109,18 @@ class TimerService:
         cancelling = Prop.TIMER_DEL_UNIQKEY in props
         if props.get(Prop.DELAY, "0") not in ("", "0"):
             # As Java: a delay level wins, and the timer properties are dropped.
-            for key in (Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS):
+            for key in _TIMER_TIMES:
                 props.pop(key, None)
+            return None
+        if props.keys().isdisjoint(_TIMER_TIMES):  # a plain send: not even the clock is read
             return None
         now = now_ms()
         if Prop.TIMER_DELAY_SEC in props:
             due = now + _parse(props, Prop.TIMER_DELAY_SEC) * 1000
         elif Prop.TIMER_DELAY_MS in props:
             due = now + _parse(props, Prop.TIMER_DELAY_MS)
-        elif Prop.TIMER_DELIVER_MS in props:
-            due = _parse(props, Prop.TIMER_DELIVER_MS)
         else:
-            return None
+            due = _parse(props, Prop.TIMER_DELIVER_MS)
         max_ms = self.broker.config.timer_max_delay_s * 1000
         if due - now > max_ms:
             raise TimerRejected(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -39,9 +40,11 @@ _VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 
 
+@functools.lru_cache(maxsize=4096)
 def name_problem(name: str, what: str = "topic") -> str | None:
     """Why ``name`` is not a valid topic or group name
-    (docs/protocols/rocketmq-messages.md#topics-and-groups), or None."""
+    (docs/protocols/rocketmq-messages.md#topics-and-groups), or None. Remembered per name: every send
+    checks its topic."""
     if not name or not name.strip():
         return f"the specified {what} is blank"
     if len(name) > MAX_TOPIC_LENGTH:

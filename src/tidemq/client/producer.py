@@ -4,6 +4,7 @@ avoidance (docs/protocols/rocketmq-messages.md#producer)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import re
@@ -66,17 +67,23 @@ def select_by_hash(queues: list[MessageQueue], msg: Message, arg: Any) -> Messag
 
 def _callback_of(
     callback: Callable[[_T | None, BaseException | None], None],
+    pending: set[asyncio.Future[Any]] | None = None,
 ) -> Callable[[asyncio.Future[_T]], None]:
-    """A done-callback that hands ``callback`` the result or the error."""
+    """A done-callback that hands ``callback`` the result or the error, first dropping the future from
+    ``pending``: one callback where two would each be a loop handle per send."""
 
     def done(f: asyncio.Future[_T]) -> None:
+        if pending is not None:
+            pending.discard(f)
         exc = f.exception() if not f.cancelled() else asyncio.CancelledError()
         callback(None if exc else f.result(), exc)
 
     return done
 
 
+@functools.lru_cache(maxsize=4096)
 def well_formed_topic(topic: str) -> bool:
+    """Remembered per name: every send checks its topic, and the pattern cost more than the look-up."""
     return 0 < len(topic) <= 127 and _VALID_TOPIC.match(topic) is not None
 
 
@@ -133,7 +140,6 @@ class Producer:
         self._pending: set[asyncio.Future[Any]] = set()
         self._routed: dict[str, tuple[object, list[MessageQueue]]] = {}
         #: Topics auto-batching has found well formed, so a stream of sends checks each name once.
-        self._valid_topics: set[str] = set()
         self._batcher = (
             Accumulator(
                 self,
@@ -213,15 +219,6 @@ class Producer:
         queues: list[MessageQueue] = route.publish_queues(topic)
         self._routed[topic] = (route, queues)
         return queues
-
-    def _valid_topic(self, topic: str) -> bool:
-        """Whether ``topic`` is a well-formed name (remembered; an ill-formed one takes the path that
-        raises the error)."""
-        if not well_formed_topic(topic):
-            return False
-        if len(self._valid_topics) < 4096:
-            self._valid_topics.add(topic)
-        return True
 
     def _known_queues(self, topic: str) -> list[MessageQueue] | None:
         """The queues of ``topic`` without a wait when its route (or the auto-create template's queues
@@ -460,7 +457,7 @@ class Producer:
         if batcher is not None and batcher.has_room() and batcher.batchable(msg, kwargs):
             topic = msg.topic
             queues = self._known_queues(wrap_namespace(self.config.namespace, topic))
-            if queues is not None and (topic in self._valid_topics or self._valid_topic(topic)):
+            if queues is not None and well_formed_topic(topic):
                 if not kwargs:
                     future = batcher.submit(msg, queues)
                 else:
@@ -502,9 +499,9 @@ class Producer:
         """Keep ``work`` (a task, or the fast path's future) for shutdown to wait for; ``callback(result,
         error)`` when it is done."""
         self._pending.add(work)
-        work.add_done_callback(self._pending.discard)
-        if callback is not None:
-            work.add_done_callback(_callback_of(callback))
+        work.add_done_callback(
+            self._pending.discard if callback is None else _callback_of(callback, self._pending)
+        )
         return work
 
     async def reply(self, request: MessageExt, body: bytes, timeout: float | None = None) -> SendResult:

@@ -45,8 +45,8 @@ def offset_msg_ids(store_host: bytes, commit_log_offsets: Iterable[int]) -> str:
     host goes in front of each: five times faster than formatting each id (a batch send answers one per
     message)."""
     offsets = list(commit_log_offsets)
-    if not offsets:
-        return ""
+    if len(offsets) < 2:  # a single send's answer: one f-string is cheaper than the packing
+        return offset_msg_id(store_host, offsets[0]) if offsets else ""
     host = store_host.hex().upper()
     packed = struct.pack(f">{len(offsets)}q", *offsets)  # two's complement: the id's unsigned 64 bits
     return host + packed.hex(",", -INT64.size).upper().replace(",", "," + host)

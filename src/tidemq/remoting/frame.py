@@ -20,6 +20,7 @@ _PREFIX = struct.Struct(">II")
 _BINARY_FIXED = struct.Struct(">hbhii")
 _LANG_BY_NAME = {lang.name: int(lang) for lang in LanguageCode}
 _LANG_NAMES = {int(lang): lang.name for lang in LanguageCode}
+_STR_ONLY = frozenset((str,))
 
 
 class FrameError(ValueError):
@@ -45,7 +46,7 @@ def normalize_ext_fields(raw: Any) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise HeaderError(f"extFields must be an object, got {type(raw).__name__}")
-    if all(type(value) is str for value in raw.values()):  # what Java and Go send: nothing to convert
+    if _STR_ONLY.issuperset(map(type, raw.values())):  # what Java and Go send: nothing to convert
         return raw
     out: dict[str, str] = {}
     for key, value in raw.items():
@@ -81,25 +82,29 @@ def _decode_json_header(data: bytes) -> RemotingCommand:
         raise HeaderError(f"header is not valid JSON: {exc}") from None
     if not isinstance(header, dict):
         raise HeaderError("header must be a JSON object")
-    language = header.get("language", "JAVA")
+    get = header.get
+    language = get("language", "JAVA")
     if isinstance(language, str):
         lang = _LANG_BY_NAME.get(language, LanguageCode.OTHER)
     elif isinstance(language, int) and not isinstance(language, bool):
         lang = language
     else:
         lang = LanguageCode.OTHER
-    remark = header.get("remark")
-    opaque = _int_field(header, "opaque", 0)
-    flag = _int_field(header, "flag", 0)
+    remark = get("remark")
+    code, opaque, flag, version = get("code"), get("opaque", 0), get("flag", 0), get("version", 0)
+    if type(opaque) is not int or type(flag) is not int:  # the usual numbers pass without _int_field
+        opaque, flag = _int_field(header, "opaque", 0), _int_field(header, "flag", 0)
     try:
+        if type(code) is not int or type(version) is not int:
+            code, version = _int_field(header, "code"), _int_field(header, "version", 0)
         return RemotingCommand(
-            _int_field(header, "code"),
+            code,
             opaque=opaque,
             flag=flag,
-            ext_fields=normalize_ext_fields(header.get("extFields")),
+            ext_fields=normalize_ext_fields(get("extFields")),
             remark=remark if isinstance(remark, str) else None,
             language=lang,
-            version=_int_field(header, "version", 0),
+            version=version,
             serialize_type=SerializeType.JSON,
         )
     except HeaderError as exc:

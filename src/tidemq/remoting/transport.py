@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import itertools
 import logging
 import math
@@ -299,10 +298,10 @@ class RemotingConnection(BufferedReceiver):
         except Exception as exc:
             self._reply(request, self.failure_response(request, exc))
             return
-        if inspect.isawaitable(result):
-            self._tasks.spawn(self._await_reply(request, result))
-        else:
+        if result is None or isinstance(result, RemotingCommand):  # what most requests get: an answer now
             self._reply(request, result)
+        else:
+            self._tasks.spawn(self._await_reply(request, result))
 
     async def _await_reply(
         self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]

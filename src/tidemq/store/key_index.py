@@ -67,8 +67,13 @@ class KeyIndex:
 
     def add(self, topic: str, keys: list[str], offset: int) -> None:
         """Index a record's keys. Records come in log order, so one already covered is skipped
-        (recovery re-dispatches records the index may hold already)."""
-        self.add_many(topic, [[key.encode() for key in keys]], [offset])
+        (recovery re-dispatches records the index may hold already). ``add_many`` for one record, without
+        its lists: every single send indexes its unique id."""
+        if offset < self.covered_until:
+            return
+        pack = _ENTRY.pack
+        self._sink().extend(b"".join([pack(_hash(f"{topic}\x01{key}".encode()), offset) for key in keys]))
+        self.covered_until = offset + 1
 
     def add_hashed(self, hashes: list[list[int]], offsets: list[int]) -> None:
         """``add_many`` with the keys' hashes worked out ahead (``key_hashes``)."""

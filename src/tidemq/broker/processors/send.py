@@ -111,8 +111,10 @@ def _resolve_topic(
 def send_message(
     broker: Broker, conn: RemotingConnection, req: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
-    compact = req.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-    h = SendMessageRequestHeader.from_ext(req.ext_fields, compact=compact)
+    if req.code == RequestCode.SEND_MESSAGE:
+        h = SendMessageRequestHeader.from_ext(req.ext_fields)
+    else:  # SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: the compact a..n header
+        h = SendMessageRequestHeader.from_compact_ext(req.ext_fields)
     resolved = _resolve_topic(broker, req, h)
     if isinstance(resolved, RemotingCommand):
         return resolved
