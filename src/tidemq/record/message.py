@@ -9,6 +9,11 @@ from tidemq.record.ids import offset_msg_id, unpack_host
 from tidemq.record.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop, decode_properties
 
 
+def _joined(text: str, encoded: str) -> str:
+    """Stored property text with more appended: a separator only between two texts."""
+    return f"{text}{PROPERTY_SEPARATOR}{encoded}" if text else encoded
+
+
 @dataclass(slots=True)
 class MessageExt:
     """A decoded stored message, with the names RocketMQ clients use."""
@@ -48,21 +53,18 @@ class MessageExt:
     def add_properties(self, encoded: str) -> None:
         """Set the properties in ``encoded`` (``encode_properties`` text), decoded or not."""
         if isinstance(self.props, str):
-            self.props = f"{self.props}{PROPERTY_SEPARATOR}{encoded}" if self.props else encoded
+            self.props = _joined(self.props, encoded)
         else:
             self.props.update(decode_properties(encoded))
 
     def put_property(self, key: str, value: str) -> None:
         """Set one property, leaving stored text undecoded (the push consumers stamp every message's
-        consume start time, and need not decode its properties for that; ``add_properties``'s join is
-        written out here to build the string once)."""
+        consume start time, and need not decode its properties for that)."""
         props = self.props
         if isinstance(props, dict):
             props[key] = value
-        elif props:
-            self.props = f"{props}{PROPERTY_SEPARATOR}{key}{NAME_VALUE_SEPARATOR}{value}"
         else:
-            self.props = f"{key}{NAME_VALUE_SEPARATOR}{value}"
+            self.props = _joined(props, f"{key}{NAME_VALUE_SEPARATOR}{value}")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):

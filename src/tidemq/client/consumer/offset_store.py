@@ -75,7 +75,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         self.group = group
         #: (broker, topic) pairs this store has committed to: their offset table exists on the broker.
         self._committed: set[tuple[str, str]] = set()
-        #: Held by a pair's first commit while it is on the wire (``persist``).
+        #: Held by a pair's first commit while it is on the wire (``persist``); dropped once one succeeded.
         self._first_commits: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def read(self, mq: MessageQueue, mode: ReadMode) -> int:
@@ -119,7 +119,9 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         except Exception as exc:
             log.warning("persisting offset %d of %s failed: %s", offset, mq, exc)
         else:
-            self._committed.add((mq.broker_name, mq.topic))
+            pair = (mq.broker_name, mq.topic)
+            self._committed.add(pair)
+            self._first_commits.pop(pair, None)
 
     async def persist_all(self, mqs: set[MessageQueue]) -> None:
         """All at once: one round trip for the lot, not one per queue (a lite-pull commit waits on it),
