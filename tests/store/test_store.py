@@ -269,6 +269,31 @@ async def test_sync_flush_group_commits_concurrent_writers(
     await store.close()
 
 
+async def test_durability_callbacks_are_each_told_once_even_when_one_raises(tmp_path: Path) -> None:
+    """``on_durable``: each waiter is told when an fsync covers it, after a waiter whose callback raised,
+    and the ones still waiting at shutdown are told why they never will be."""
+    store = MessageStore(StoreConfig(tmp_path, flush_mode="sync"))  # type: ignore[arg-type]
+    await store.start()
+    told: list[tuple[str, StoreError | None]] = []
+
+    def raising(failure: StoreError | None) -> None:
+        told.append(("raising", failure))
+        raise RuntimeError("a waiter's own bug")
+
+    record = encode_record(topic="D", queue_id=0, body=b"x", properties="")
+    end = store.put([AppendRequest(record, "D", 0, 0)]).end_offset
+    assert not store.is_durable(end)
+    store.on_durable(end, raising)
+    store.on_durable(end, lambda failure: told.append(("after", failure)))
+    await store.wait_durable(end)
+    assert store.is_durable(end)
+    assert told == [("raising", None), ("after", None)]
+
+    store.on_durable(end + 10**9, lambda failure: told.append(("never", failure)))
+    await store.close()
+    assert [(who, type(failure)) for who, failure in told[2:]] == [("never", StoreError)]
+
+
 def _batch_body(props: list[str]) -> bytes:
     return encode_batch([BatchItem(i, f"body-{i}".encode() * 20, p) for i, p in enumerate(props)])
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
 import logging
 import math
@@ -300,8 +301,25 @@ class RemotingConnection(BufferedReceiver):
             return
         if result is None or isinstance(result, RemotingCommand):  # what most requests get: an answer now
             self._reply(request, result)
+        elif isinstance(result, asyncio.Future) and not isinstance(result, asyncio.Task):
+            # An answer to come (a send under sync flush): a callback, where a task would cost more than
+            # the rest of the send. A task stays a task, cancelled with the connection.
+            result.add_done_callback(functools.partial(self._reply_when_done, request))
         else:
             self._tasks.spawn(self._await_reply(request, result))
+
+    def _reply_when_done(
+        self, request: RemotingCommand, answer: asyncio.Future[RemotingCommand | None]
+    ) -> None:
+        if answer.cancelled():
+            return
+        failure = answer.exception()
+        if failure is None:
+            self._reply(request, answer.result())
+        elif isinstance(failure, Exception):
+            self._reply(request, self.failure_response(request, failure))
+        else:
+            raise failure
 
     async def _await_reply(
         self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]

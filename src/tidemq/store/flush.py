@@ -9,9 +9,11 @@ only what is past it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tidemq.aio import finish_in_thread, wait_or_timeout
@@ -26,6 +28,9 @@ from tidemq.store.mapped_file import MappedFile
 from tidemq.store.requests import StoreError
 
 log = logging.getLogger(__name__)
+
+#: Told once the log is fsynced past its offset: None, or the error that stopped it (a StoreError).
+DurableCallback = Callable[[StoreError | None], None]
 
 
 class Flusher:
@@ -48,7 +53,7 @@ class Flusher:
         self.index = index
         self._holds = holds
         self._checkpoint = checkpoint
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[int, DurableCallback]] = []
         self._wakeup = asyncio.Event()
         self.lock = asyncio.Lock()
         #: How far the checkpoint this process last wrote says the log is dispatched.
@@ -56,13 +61,21 @@ class Flusher:
         #: How long the commit log's fsyncs took (``/metrics``).
         self.latency = LatencyHistogram()
 
+    def is_durable(self, end_offset: int) -> bool:
+        return self.commitlog.flushed >= end_offset
+
+    def on_durable(self, end_offset: int, done: DurableCallback) -> None:
+        """Call ``done`` once the commit log is fsynced up to ``end_offset``: a sync-flush answer without a
+        task or a future of its own (the broker's sends, one per message)."""
+        self._waiters.append((end_offset, done))
+        self._wakeup.set()
+
     async def wait_durable(self, end_offset: int) -> None:
         """Resolve once the commit log is fsynced up to ``end_offset`` (sync-flush acknowledgements)."""
         if self.commitlog.flushed >= end_offset:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((end_offset, fut))
-        self._wakeup.set()
+        self.on_durable(end_offset, functools.partial(_settle, fut))
         await fut
 
     async def commitlog_loop(self) -> None:
@@ -91,22 +104,20 @@ class Flusher:
                 self.fail_waiters(StoreError(f"fsync failed: {exc}"))
                 return
             self.commitlog.flushed = max(self.commitlog.flushed, target)
-        still_waiting = []
-        for offset, fut in self._waiters:
-            if offset <= self.commitlog.flushed:
-                if not fut.done():
-                    fut.set_result(None)
+        flushed, still_waiting = self.commitlog.flushed, []
+        for offset, done in self._waiters:
+            if offset <= flushed:
+                _tell(done, None)
             else:
-                still_waiting.append((offset, fut))
+                still_waiting.append((offset, done))
         self._waiters = still_waiting
         if still_waiting:
             self._wakeup.set()
 
-    def fail_waiters(self, exc: Exception) -> None:
-        for _, fut in self._waiters:
-            if not fut.done():
-                fut.set_exception(exc)
-        self._waiters = []
+    def fail_waiters(self, exc: StoreError) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _, done in waiters:
+            _tell(done, exc)
 
     async def queues_loop(self) -> None:
         while True:
@@ -150,6 +161,23 @@ class Flusher:
                     mf.dirty = True
                 raise
             self._checkpointed = dispatched
+
+
+def _settle(fut: asyncio.Future[None], failure: StoreError | None) -> None:
+    if fut.done():  # its waiter was cancelled
+        return
+    if failure is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(failure)
+
+
+def _tell(done: DurableCallback, failure: StoreError | None) -> None:
+    """One waiter's answer; a callback that raises is logged and does not keep the others waiting."""
+    try:
+        done(failure)
+    except Exception:
+        log.exception("store: a durability callback failed")
 
 
 def _fsync_all(fds: list[int]) -> None:

@@ -28,7 +28,7 @@ from tidemq.store.config import StoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.disk_guard import DiskGuard
 from tidemq.store.documents import Documents, read_json
-from tidemq.store.flush import Flusher
+from tidemq.store.flush import DurableCallback, Flusher
 from tidemq.store.key_index import KeyIndex
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.requests import (
@@ -337,6 +337,13 @@ class MessageStore:
     async def wait_durable(self, end_offset: int) -> None:
         """Resolve once the commit log is fsynced up to ``end_offset`` (sync-flush acknowledgements)."""
         await self.flusher.wait_durable(end_offset)
+
+    def is_durable(self, end_offset: int) -> bool:
+        return self.flusher.is_durable(end_offset)
+
+    def on_durable(self, end_offset: int, done: DurableCallback) -> None:
+        """``wait_durable`` as a callback (store/flush.py ``Flusher.on_durable``)."""
+        self.flusher.on_durable(end_offset, done)
 
     async def flush_commitlog(self) -> None:
         await self.flusher.flush_commitlog()

@@ -4,6 +4,7 @@ docs/protocols/rocketmq-consumption.md#retry-and-dead-letter)."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -262,7 +263,8 @@ async def _send_big_batch(
     msg_ids = await batch_steps.offset_ids_in_steps(broker.store_host, result.commit_log_offsets)
     response = _send_response(broker, req, result, queue_id, msg_ids)
     if broker.store.config.flush_mode is FlushMode.SYNC:
-        return await after_flush(broker, response, result.end_offset)
+        answer = after_flush(broker, response, result.end_offset)
+        return answer if isinstance(answer, RemotingCommand) else await answer
     return response
 
 
@@ -297,13 +299,23 @@ def _store(
     return response
 
 
-async def after_flush(broker: Broker, response: RemotingCommand, end_offset: int) -> RemotingCommand:
-    """The answer to a store write under sync flush: sent once an fsync covers it, or FLUSH_DISK_TIMEOUT."""
-    try:
-        await broker.store.wait_durable(end_offset)
-    except StoreError:
-        response.code = ResponseCode.FLUSH_DISK_TIMEOUT
-    return response
+def after_flush(
+    broker: Broker, response: RemotingCommand, end_offset: int
+) -> RemotingCommand | asyncio.Future[RemotingCommand]:
+    """The answer to a store write under sync flush: sent once an fsync covers it, or FLUSH_DISK_TIMEOUT.
+    A future the store's flusher resolves, not a task: one per message sent."""
+    if broker.store.is_durable(end_offset):
+        return response
+    answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+    def settle(failure: StoreError | None) -> None:
+        if failure is not None:
+            response.code = ResponseCode.FLUSH_DISK_TIMEOUT
+        if not answer.done():
+            answer.set_result(response)
+
+    broker.store.on_durable(end_offset, settle)
+    return answer
 
 
 def _send_response(
