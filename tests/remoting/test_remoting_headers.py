@@ -344,6 +344,25 @@ def _both_readings(ext: dict[str, str]) -> tuple[object, object]:
     )
 
 
+@pytest.mark.parametrize(
+    "ext",
+    [COMPACT_EXT, {**COMPACT_EXT, "d": "16", "e": "12", "f": "48", "j": "3", "l": "16"}],
+    ids=["usual", "more-than-nine-digits-in-all"],
+)
+def test_from_compact_ext_reads_a_usual_header_without_the_generic_path(
+    ext: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What Java, Go and tidemq send takes the fast path (else the twin tests below would pass with a
+    fast path that never runs)."""
+    expected = SendMessageRequestHeader.from_ext(ext, compact=True)
+
+    def generic(*args: object, **kwargs: object) -> SendMessageRequestHeader:
+        raise AssertionError("took the generic path")
+
+    monkeypatch.setattr(SendMessageRequestHeader, "from_ext", generic)
+    assert SendMessageRequestHeader.from_compact_ext(ext) == expected
+
+
 @pytest.mark.parametrize("key", [*"abcdefghijklmn", "reconsumeTimes"])
 def test_from_compact_ext_reads_each_edge_as_from_ext(key: str) -> None:
     for value in _SEND_EDGES:

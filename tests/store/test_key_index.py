@@ -22,14 +22,18 @@ def test_add_indexes_one_record_as_add_many_does(records: list[tuple[list[str], 
     added one at a time, in any offset order a recovery might replay."""
     with tempfile.TemporaryDirectory() as tmp:
         one, many = KeyIndex(Path(tmp, "one")), KeyIndex(Path(tmp, "many"))
-        one.covered_until = many.covered_until = covered
-        for keys, offset in records:
-            one.add("T", keys, offset)
-            many.add_many("T", [[key.encode() for key in keys]], [offset])
-            assert one.covered_until == many.covered_until
-        one.write_pending()
-        many.write_pending()
-        assert Path(tmp, "one").read_bytes() == Path(tmp, "many").read_bytes()
-        for keys, _ in records:
-            for key in keys:
-                assert one.lookup("T", key) == many.lookup("T", key)
+        try:
+            one.covered_until = many.covered_until = covered
+            for keys, offset in records:
+                one.add("T", keys, offset)
+                many.add_many("T", [[key.encode() for key in keys]], [offset])
+                assert one.covered_until == many.covered_until
+            one.write_pending()
+            many.write_pending()
+            assert Path(tmp, "one").read_bytes() == Path(tmp, "many").read_bytes()
+            for keys, _ in records:
+                for key in keys:
+                    assert one.lookup("T", key) == many.lookup("T", key)
+        finally:
+            one.close()
+            many.close()

@@ -270,8 +270,8 @@ async def test_sync_flush_group_commits_concurrent_writers(
 
 
 async def test_durability_callbacks_are_each_told_once_even_when_one_raises(tmp_path: Path) -> None:
-    """``on_durable``: each waiter is told when an fsync covers it, after a waiter whose callback raised,
-    and the ones still waiting at shutdown are told why they never will be."""
+    """``on_durable``: each waiter is told when an fsync covers it, after a waiter whose callback raised;
+    the ones still waiting at shutdown, and any that come later, are told why they never will be."""
     store = MessageStore(StoreConfig(tmp_path, flush_mode="sync"))  # type: ignore[arg-type]
     await store.start()
     told: list[tuple[str, StoreError | None]] = []
@@ -291,7 +291,11 @@ async def test_durability_callbacks_are_each_told_once_even_when_one_raises(tmp_
 
     store.on_durable(end + 10**9, lambda failure: told.append(("never", failure)))
     await store.close()
-    assert [(who, type(failure)) for who, failure in told[2:]] == [("never", StoreError)]
+    store.on_durable(end + 10**9, lambda failure: told.append(("late", failure)))
+    assert [(who, type(failure)) for who, failure in told[2:]] == [
+        ("never", StoreError),
+        ("late", StoreError),
+    ]
 
 
 def _batch_body(props: list[str]) -> bytes:

@@ -53,7 +53,7 @@ _NOT_A_TIMER = (TIMER_TOPIC,)
 #: The properties that make a send a timer message (or a timer cancellation).
 TIMER_PROPERTIES = (Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS, Prop.TIMER_DEL_UNIQKEY)
 #: Those of them that say when.
-_TIMER_TIMES = frozenset(TIMER_PROPERTIES[:3])
+_TIMER_TIMES = frozenset((Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS))
 
 
 def now_ms() -> int:

@@ -40,18 +40,23 @@ _VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 
 
-@functools.lru_cache(maxsize=4096)
 def name_problem(name: str, what: str = "topic") -> str | None:
     """Why ``name`` is not a valid topic or group name
-    (docs/protocols/rocketmq-messages.md#topics-and-groups), or None. Remembered per name: every send
-    checks its topic."""
+    (docs/protocols/rocketmq-messages.md#topics-and-groups), or None."""
     if not name or not name.strip():
         return f"the specified {what} is blank"
     if len(name) > MAX_TOPIC_LENGTH:
         return f"the specified {what} is longer than {MAX_TOPIC_LENGTH} characters"
-    if not _VALID_NAME.match(name):
+    if not _pattern_allows(name):
         return f"the specified {what} [{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_allows(name: str) -> bool:
+    """Remembered per name (of at most MAX_TOPIC_LENGTH characters, so the cache stays small): every send
+    checks its topic, and the pattern cost more than the look-up."""
+    return _VALID_NAME.match(name) is not None
 
 
 def is_system_topic(name: str) -> bool:

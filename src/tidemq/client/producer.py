@@ -81,10 +81,15 @@ def _callback_of(
     return done
 
 
-@functools.lru_cache(maxsize=4096)
 def well_formed_topic(topic: str) -> bool:
-    """Remembered per name: every send checks its topic, and the pattern cost more than the look-up."""
-    return 0 < len(topic) <= 127 and _VALID_TOPIC.match(topic) is not None
+    return 0 < len(topic) <= 127 and _pattern_allows(topic)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_allows(topic: str) -> bool:
+    """Remembered per name (of at most 127 characters, so the cache stays small): every send checks its
+    topic, and the pattern cost more than the look-up."""
+    return _VALID_TOPIC.match(topic) is not None
 
 
 def validate_topic(topic: str) -> None:
@@ -139,7 +144,6 @@ class Producer:
         self._instance: ClientInstance | None = None
         self._pending: set[asyncio.Future[Any]] = set()
         self._routed: dict[str, tuple[object, list[MessageQueue]]] = {}
-        #: Topics auto-batching has found well formed, so a stream of sends checks each name once.
         self._batcher = (
             Accumulator(
                 self,

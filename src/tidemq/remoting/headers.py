@@ -232,16 +232,18 @@ class SendMessageRequestHeader(CommandHeader):
             or topic is None
             or default_topic is None
             or not (queue_nums and queue_id and sys_flag and born and flag)
+            or not born.isdecimal()
+            or len(born) > _LONG_SAFE_DIGITS
             or not ext.keys().isdisjoint(_SEND_FULL_NAMES)
         ):
             return cls.from_ext(ext, compact=True)
-        # The Integer fields together in at most nine digits, so each fits whatever it is.
-        integers = queue_nums + queue_id + sys_flag + flag + reconsume + max_reconsume
-        if not (integers.isdecimal() and len(integers) <= _INT_SAFE_DIGITS):
+        integers = (queue_nums, queue_id, sys_flag, flag, reconsume, max_reconsume)
+        digits = "".join(integers)
+        if not digits.isdecimal() or (
+            len(digits) > _INT_SAFE_DIGITS and max(map(len, integers)) > _INT_SAFE_DIGITS
+        ):
             return cls.from_ext(ext, compact=True)
-        if not (born.isdecimal() and len(born) <= _LONG_SAFE_DIGITS):
-            return cls.from_ext(ext, compact=True)
-        return cls(
+        return cls(  # positional, as a dataclass's keywords cost more than the rest of this method
             group,
             topic,
             default_topic,

@@ -54,6 +54,8 @@ class Flusher:
         self._holds = holds
         self._checkpoint = checkpoint
         self._waiters: list[tuple[int, DurableCallback]] = []
+        #: Why no waiter will be answered any more (the store shut down): a late one is told at once.
+        self._stopped: StoreError | None = None
         self._wakeup = asyncio.Event()
         self.lock = asyncio.Lock()
         #: How far the checkpoint this process last wrote says the log is dispatched.
@@ -67,12 +69,15 @@ class Flusher:
     def on_durable(self, end_offset: int, done: DurableCallback) -> None:
         """Call ``done`` once the commit log is fsynced up to ``end_offset``: a sync-flush answer without a
         task or a future of its own (the broker's sends, one per message)."""
+        if self._stopped is not None:
+            _tell(done, self._stopped)
+            return
         self._waiters.append((end_offset, done))
         self._wakeup.set()
 
     async def wait_durable(self, end_offset: int) -> None:
         """Resolve once the commit log is fsynced up to ``end_offset`` (sync-flush acknowledgements)."""
-        if self.commitlog.flushed >= end_offset:
+        if self.is_durable(end_offset):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.on_durable(end_offset, functools.partial(_settle, fut))
@@ -101,23 +106,28 @@ class Flusher:
                 for seg in segments:
                     seg.dirty = True
                 log.error("store: fsync failed: %s", exc)
-                self.fail_waiters(StoreError(f"fsync failed: {exc}"))
+                self._fail_waiters(StoreError(f"fsync failed: {exc}"))
                 return
             self.commitlog.flushed = max(self.commitlog.flushed, target)
-        flushed, still_waiting = self.commitlog.flushed, []
-        for offset, done in self._waiters:
+        # Taken off before any is told: a callback may add waiters meanwhile.
+        flushed, waiters, self._waiters = self.commitlog.flushed, self._waiters, []
+        still_waiting = [(offset, done) for offset, done in waiters if offset > flushed]
+        for offset, done in waiters:
             if offset <= flushed:
                 _tell(done, None)
-            else:
-                still_waiting.append((offset, done))
-        self._waiters = still_waiting
-        if still_waiting:
+        self._waiters[:0] = still_waiting
+        if self._waiters:
             self._wakeup.set()
 
-    def fail_waiters(self, exc: StoreError) -> None:
+    def _fail_waiters(self, exc: StoreError) -> None:
         waiters, self._waiters = self._waiters, []
         for _, done in waiters:
             _tell(done, exc)
+
+    def stop(self, exc: StoreError) -> None:
+        """Fail every waiter, and every later one at once: nothing will be fsynced any more."""
+        self._stopped = exc
+        self._fail_waiters(exc)
 
     async def queues_loop(self) -> None:
         while True:

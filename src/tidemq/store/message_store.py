@@ -528,7 +528,7 @@ class MessageStore:
         await cancel_and_wait(self._tasks)
         await self.flusher.flush_commitlog()
         await self.flusher.flush_queues()
-        self.flusher.fail_waiters(StoreError("store is shut down"))
+        self.flusher.stop(StoreError("store is shut down"))
         for cq in self._queues.values():
             cq.close()
         if self.index is not None:
