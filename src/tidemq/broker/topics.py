@@ -3,19 +3,20 @@
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
 from collections.abc import Callable
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.metadata import TopicConfig, TopicConfigTable
 from tidemq.remoting.names import (
     AUTO_CREATE_TOPIC_KEY,
+    MAX_TOPIC_LENGTH,
+    NAME_CHARACTERS,
     SCHEDULE_TOPIC,
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
     reply_topic,
+    well_formed_name,
 )
 from tidemq.remoting.route import PERM_INHERIT, PERM_READ, PERM_WRITE
 
@@ -36,8 +37,6 @@ NOT_SENDABLE = frozenset(
     }
 )
 SYSTEM_TOPICS = NOT_SENDABLE | {AUTO_CREATE_TOPIC_KEY, "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC"}
-_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-MAX_TOPIC_LENGTH = 127
 
 
 def name_problem(name: str, what: str = "topic") -> str | None:
@@ -47,16 +46,11 @@ def name_problem(name: str, what: str = "topic") -> str | None:
         return f"the specified {what} is blank"
     if len(name) > MAX_TOPIC_LENGTH:
         return f"the specified {what} is longer than {MAX_TOPIC_LENGTH} characters"
-    if not _pattern_allows(name):
-        return f"the specified {what} [{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if not well_formed_name(name):
+        return (
+            f"the specified {what} [{name}] contains illegal characters, allowing only ^{NAME_CHARACTERS}+$"
+        )
     return None
-
-
-@functools.lru_cache(maxsize=4096)
-def _pattern_allows(name: str) -> bool:
-    """Remembered per name (of at most MAX_TOPIC_LENGTH characters, so the cache stays small): every send
-    checks its topic, and the pattern cost more than the look-up."""
-    return _VALID_NAME.match(name) is not None
 
 
 def is_system_topic(name: str) -> bool:

@@ -4,10 +4,8 @@ avoidance (docs/protocols/rocketmq-messages.md#producer)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -39,7 +37,13 @@ from tidemq.record import (
 from tidemq.remoting.codes import RequestCode, ResponseCode
 from tidemq.remoting.command import RemotingCommand
 from tidemq.remoting.headers import SendMessageRequestHeader
-from tidemq.remoting.names import AUTO_CREATE_TOPIC_KEY, RETRY_PREFIX
+from tidemq.remoting.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    MAX_TOPIC_LENGTH,
+    NAME_CHARACTERS,
+    RETRY_PREFIX,
+    well_formed_name,
+)
 from tidemq.remoting.transport import RemotingError
 
 log = logging.getLogger(__name__)
@@ -47,7 +51,6 @@ _T = TypeVar("_T")
 _F = TypeVar("_F", bound=asyncio.Future[Any])
 _UNIQ_ONLY = Prop.UNIQ_KEY + NAME_VALUE_SEPARATOR
 
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
@@ -81,20 +84,9 @@ def _callback_of(
     return done
 
 
-def well_formed_topic(topic: str) -> bool:
-    return 0 < len(topic) <= 127 and _pattern_allows(topic)
-
-
-@functools.lru_cache(maxsize=4096)
-def _pattern_allows(topic: str) -> bool:
-    """Remembered per name (of at most 127 characters, so the cache stays small): every send checks its
-    topic, and the pattern cost more than the look-up."""
-    return _VALID_TOPIC.match(topic) is not None
-
-
 def validate_topic(topic: str) -> None:
-    if not well_formed_topic(topic):
-        raise MQClientError(f"invalid topic {topic!r}: 1-127 characters of [%|a-zA-Z0-9_-]")
+    if not well_formed_name(topic):
+        raise MQClientError(f"invalid topic {topic!r}: 1-{MAX_TOPIC_LENGTH} characters of {NAME_CHARACTERS}")
 
 
 class Producer:
@@ -461,7 +453,7 @@ class Producer:
         if batcher is not None and batcher.has_room() and batcher.batchable(msg, kwargs):
             topic = msg.topic
             queues = self._known_queues(wrap_namespace(self.config.namespace, topic))
-            if queues is not None and well_formed_topic(topic):
+            if queues is not None and well_formed_name(topic):
                 if not kwargs:
                     future = batcher.submit(msg, queues)
                 else:

@@ -3,14 +3,10 @@ reason rather than a broker error."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from tidemq.remoting import names
 
-#: RocketMQ's Validators: topic and group names.
-_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-MAX_NAME_LENGTH = 127
 MAX_QUEUES = 1024
 
 
@@ -22,9 +18,9 @@ def name(value: str, what: str) -> str:
     value = value.strip()
     if not value:
         raise FormError(f"the {what} name is blank")
-    if len(value) > MAX_NAME_LENGTH:
-        raise FormError(f"the {what} name is longer than {MAX_NAME_LENGTH} characters")
-    if not _VALID_NAME.match(value):
+    if len(value) > names.MAX_TOPIC_LENGTH:
+        raise FormError(f"the {what} name is longer than {names.MAX_TOPIC_LENGTH} characters")
+    if not names.well_formed_name(value):
         raise FormError(f"the {what} name {value!r} may hold only letters, digits, %, |, _ and -")
     return value
 

@@ -8,6 +8,9 @@ each other.
 
 from __future__ import annotations
 
+import functools
+import re
+
 #: A group's retry topic is ``%RETRY%<group>``: messages its consumers failed, due again after a delay.
 RETRY_PREFIX = "%RETRY%"
 #: A group's dead-letter topic is ``%DLQ%<group>``: messages that failed past the group's retry limit.
@@ -33,6 +36,28 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 #: The MSG_TYPE of a reply: a producer sends it with SEND_REPLY_MESSAGE(_V2) (Java MixAll.REPLY_MESSAGE_FLAG).
 REPLY_MESSAGE_FLAG = "reply"
+
+
+#: Topic names are at most this long (Java TopicValidator.TOPIC_MAX_LENGTH).
+MAX_TOPIC_LENGTH = 127
+#: Group names are at most this long (Java Validators.CHARACTER_MAX_LENGTH).
+MAX_GROUP_LENGTH = 255
+#: The characters a topic or group name may hold, as Java's pattern spells them (for error messages).
+NAME_CHARACTERS = "[%|a-zA-Z0-9_-]"
+_NAME_PATTERN = re.compile(NAME_CHARACTERS + "+")
+
+
+def well_formed_name(name: str, max_length: int = MAX_TOPIC_LENGTH) -> bool:
+    """Whether ``name`` can name a topic (or, with MAX_GROUP_LENGTH, a group): 1 to ``max_length`` of
+    NAME_CHARACTERS. Whole-string match, as Java's ``Pattern.matches``: a trailing newline is refused."""
+    return 0 < len(name) <= max_length and _characters_allowed(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _characters_allowed(name: str) -> bool:
+    """Remembered per name (only names already within a length bound reach it, so the cache stays small):
+    every send checks its topic, and the pattern costs more than the look-up."""
+    return _NAME_PATTERN.fullmatch(name) is not None
 
 
 def reply_topic(cluster: str) -> str:

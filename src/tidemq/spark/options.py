@@ -15,6 +15,7 @@ from typing import Literal
 import orjson
 
 from tidemq.filter import SQL92, TAG, SqlParseError, compile_sql
+from tidemq.remoting.names import MAX_GROUP_LENGTH, MAX_TOPIC_LENGTH, NAME_CHARACTERS, well_formed_name
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,6 @@ log = logging.getLogger(__name__)
 EARLIEST = -2
 LATEST = -1
 
-_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,255}$")
 _TAG = re.compile(r"^[^|]+$")
 _ADDR = re.compile(r"^[^:;,\s]+:\d{1,5}$")
 
@@ -127,9 +127,10 @@ def _namesrv(opts: dict[str, str]) -> str:
 
 
 def _topic_name(option: str, name: str) -> str:
-    if not _NAME.match(name) or len(name) > 127:
+    if not well_formed_name(name):
         raise OptionError(
-            f"{option}: {name!r} is not a valid topic name (1-127 characters of [%|a-zA-Z0-9_-])"
+            f"{option}: {name!r} is not a valid topic name"
+            f" (1-{MAX_TOPIC_LENGTH} characters of {NAME_CHARACTERS})"
         )
     return name
 
@@ -267,9 +268,10 @@ def read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
     if sql is not None and tag_set:
         raise OptionError("sql: cannot be combined with tags (a subscription has one expression)")
     group = opts.get("consumergroup", "").strip() or None
-    if group is not None and not _NAME.match(group):
+    if group is not None and not well_formed_name(group, MAX_GROUP_LENGTH):
         raise OptionError(
-            f"consumerGroup: {group!r} is not a valid group name (1-255 characters of [%|a-zA-Z0-9_-])"
+            f"consumerGroup: {group!r} is not a valid group name"
+            f" (1-{MAX_GROUP_LENGTH} characters of {NAME_CHARACTERS})"
         )
     return ReadOptions(
         namesrv=namesrv,
@@ -294,7 +296,7 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     if topic is not None:
         _topic_name("topic", topic)
     group = opts.get("producergroup", "").strip() or "tidemq-spark-writer"
-    if not _NAME.match(group):
+    if not well_formed_name(group, MAX_GROUP_LENGTH):
         raise OptionError(f"producerGroup: {group!r} is not a valid group name")
     return WriteOptions(
         namesrv=_namesrv(opts),
