@@ -62,6 +62,53 @@ async def test_futures_get_own_ids_and_consecutive_offsets(server: ServerProcess
 
 
 @pytest.mark.e2e
+async def test_callbacks_hear_their_own_result_and_one_that_raises_stops_no_other(
+    server: ServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = unique("AutoCallback")
+    heard: dict[int, tuple[SendResult | None, BaseException | None]] = {}
+
+    def callback_for(i: int):  # type: ignore[no-untyped-def]
+        def callback(result: SendResult | None, error: BaseException | None) -> None:
+            heard[i] = (result, error)
+            if i % 10 == 3:
+                raise RuntimeError(f"callback {i} raises")
+
+        return callback
+
+    async with Producer(unique("PG"), server.namesrv, auto_batch=True) as producer:
+        await producer.queues_for(topic)
+        futures = [producer.send_async(Message(topic, b"m%d" % i), callback_for(i)) for i in range(100)]
+        cancelled = producer.send_async(Message(topic, b"cancelled"), callback_for(100))
+        cancelled.cancel()  # the message still goes with its batch; its callback hears of the cancel
+        results = await asyncio.gather(*futures)
+    assert sorted(heard) == list(range(101))
+    for i, result in enumerate(results):
+        assert heard[i] == (result, None)
+    assert heard[100][0] is None and isinstance(heard[100][1], asyncio.CancelledError)
+    assert sum("a send_async callback raised" in r.message for r in caplog.records) == 10
+
+
+@pytest.mark.e2e
+async def test_a_failed_batch_tells_every_callback(tmp_path: Path) -> None:
+    proc = ServerProcess(tmp_path / "data", "--max-message-size", "3000").start()
+    try:
+        topic = unique("AutoBigCallback")
+        heard: list[tuple[SendResult | None, BaseException | None]] = []
+        async with Producer(unique("PG"), proc.namesrv, auto_batch=True) as producer:
+            await producer.queues_for(topic)
+            futures = [
+                producer.send_async(Message(topic, bytes(400)), lambda r, e: heard.append((r, e)))
+                for _ in range(40)
+            ]
+            await asyncio.gather(*futures, return_exceptions=True)
+        assert len(heard) == 40
+        assert all(r is None and isinstance(e, BrokerError) for r, e in heard), heard
+    finally:
+        proc.stop()
+
+
+@pytest.mark.e2e
 async def test_order_per_sharding_key_and_plain_send(server: ServerProcess) -> None:
     topic = unique("AutoOrder")
     async with Producer(unique("PG"), server.namesrv, auto_batch=True) as producer:

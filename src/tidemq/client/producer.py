@@ -24,13 +24,12 @@ from tidemq.client.request import create_reply, is_reply
 from tidemq.client.request import request as send_request_for_reply
 from tidemq.record import (
     NAME_VALUE_SEPARATOR,
-    BatchItem,
     MessageExt,
     Prop,
     SysFlag,
     UniqueIdGenerator,
+    add_item,
     compress_body,
-    encode_batch,
     encode_properties,
     tag_hash,
 )
@@ -69,15 +68,13 @@ def select_by_hash(queues: list[MessageQueue], msg: Message, arg: Any) -> Messag
 
 
 def _callback_of(
-    callback: Callable[[_T | None, BaseException | None], None],
-    pending: set[asyncio.Future[Any]] | None = None,
+    callback: Callable[[_T | None, BaseException | None], None], pending: set[asyncio.Future[Any]]
 ) -> Callable[[asyncio.Future[_T]], None]:
     """A done-callback that hands ``callback`` the result or the error, first dropping the future from
     ``pending``: one callback where two would each be a loop handle per send."""
 
     def done(f: asyncio.Future[_T]) -> None:
-        if pending is not None:
-            pending.discard(f)
+        pending.discard(f)
         exc = f.exception() if not f.cancelled() else asyncio.CancelledError()
         callback(None if exc else f.result(), exc)
 
@@ -455,20 +452,17 @@ class Producer:
             queues = self._known_queues(wrap_namespace(self.config.namespace, topic))
             if queues is not None and well_formed_name(topic):
                 if not kwargs:
-                    future = batcher.submit(msg, queues)
-                else:
-                    future = batcher.submit(
-                        msg,
-                        queues,
-                        queue=kwargs.get("queue"),
-                        selector=kwargs.get("selector"),
-                        arg=kwargs.get("arg"),
-                        sharding_key=kwargs.get("sharding_key"),
-                        timeout=kwargs.get("timeout"),
-                    )
-                if callback is not None:
-                    future.add_done_callback(_callback_of(callback))
-                return future
+                    return batcher.submit(msg, queues, callback=callback)
+                return batcher.submit(
+                    msg,
+                    queues,
+                    queue=kwargs.get("queue"),
+                    selector=kwargs.get("selector"),
+                    arg=kwargs.get("arg"),
+                    sharding_key=kwargs.get("sharding_key"),
+                    timeout=kwargs.get("timeout"),
+                    callback=callback,
+                )
         if batcher is None and not kwargs.keys() - {"timeout"}:
             started = start_send(self, msg, kwargs.get("timeout"))
             if started is not None:
@@ -525,7 +519,7 @@ class Producer:
         validate_topic(topic)
         if topic.startswith(RETRY_PREFIX):
             raise MQClientError("batch messages cannot be sent to a retry topic")
-        items = []
+        parts: list[bytes] = []
         ids = self._ids.next_ids(len(msgs))
         for i, msg in enumerate(msgs):
             if msg.topic != topic:
@@ -543,10 +537,10 @@ class Producer:
                 text = encode_properties(props)
             else:  # the common case, without building a dict per message
                 text = _UNIQ_ONLY + ids[i]
-            items.append(BatchItem(msg.flag, msg.body, text))  # batches are never compressed
+            add_item(parts, msg.flag, msg.body, text)  # batches are never compressed
         wire_topic = wrap_namespace(self.config.namespace, topic)
         deadline = time.monotonic() + (timeout or self.send_timeout)
-        batch_body = encode_batch(items)
+        batch_body = b"".join(parts)
         if len(batch_body) > self.max_message_size:
             raise MQClientError(
                 f"batch of {len(batch_body)} bytes exceeds the maximum message size {self.max_message_size}"

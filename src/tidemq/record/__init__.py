@@ -33,7 +33,7 @@ from tidemq.record._fast import (
     record_bodies,
     record_properties,
 )
-from tidemq.record.batch import BatchItem, StoredBatch, decode_batch, encode_batch
+from tidemq.record.batch import BatchItem, StoredBatch, add_item, decode_batch, encode_batch
 from tidemq.record.codec import compress_body, decode_record, decompress_body, encode_record, iter_records
 from tidemq.record.ids import (
     UniqueIdGenerator,
@@ -77,6 +77,7 @@ __all__ = [
     "StoredBatch",
     "SysFlag",
     "UniqueIdGenerator",
+    "add_item",
     "build_stored_batch",
     "build_uniform_batch",
     "compress_body",

@@ -30,16 +30,22 @@ class BatchItem:
 def encode_batch(items: list[BatchItem]) -> bytes:
     """The SEND_BATCH_MESSAGE body: each message as total, magic, CRC, flag, body, properties."""
     parts: list[bytes] = []
-    append = parts.append
-    pack_head, pack_len = BATCH_ITEM_HEAD.pack, PROPERTIES_LENGTH.pack
     for item in items:
-        props = item.properties.encode()
-        body = item.body
-        append(pack_head(ITEM_OVERHEAD + len(body) + len(props), 0, 0, item.flag, len(body)))
-        append(body)
-        append(pack_len(len(props)))
-        append(props)
+        add_item(parts, item.flag, item.body, item.properties)
     return b"".join(parts)
+
+
+def add_item(parts: list[bytes], flag: int, body: bytes, properties: str) -> int:
+    """One item's pieces appended to ``parts`` (joined, they are a batch body); returns the item's size.
+    For a producer that gathers messages one at a time: no BatchItem per message to build and walk
+    again."""
+    props = properties.encode()
+    size = ITEM_OVERHEAD + len(body) + len(props)
+    parts += (_pack_head(size, 0, 0, flag, len(body)), body, _pack_length(len(props)), props)
+    return size
+
+
+_pack_head, _pack_length = BATCH_ITEM_HEAD.pack, PROPERTIES_LENGTH.pack
 
 
 def decode_batch(buf: bytes | bytearray | memoryview) -> list[BatchItem]:
