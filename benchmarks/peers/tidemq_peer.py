@@ -24,7 +24,7 @@ from bench_common import Server, wait_until
 from tidemq.client.admin import Admin
 from tidemq.client.consumer import ConsumeContext, ConsumeFromWhere, ConsumeStatus, PushConsumer
 from tidemq.client.consumer.lite_pull import LitePullConsumer
-from tidemq.client.message import Message
+from tidemq.client.message import Message, SendResult
 from tidemq.client.producer import Producer
 from tidemq.record import MessageExt
 
@@ -112,12 +112,15 @@ async def _produce(spec: Spec) -> dict[str, Any]:
             await producer.instance.broker_connection(mq.broker_name)
         flow = Flow(spec.window)
 
+        def settle_one(_result: SendResult | None, error: BaseException | None) -> None:
+            flow.settle(1, error)
+
         def send(n: int, bodies: list[bytes]) -> None:
             if spec.batch > 1:
                 task = asyncio.ensure_future(producer.send_batch([Message(topic, b) for b in bodies]))
-            else:
-                task = producer.send_async(Message(topic, bodies[0]))
-            task.add_done_callback(flow.settle_future(n))
+                task.add_done_callback(flow.settle_future(n))
+            else:  # as a RocketMQ user sends asynchronously: with a send callback (Java's SendCallback)
+                producer.send_async(Message(topic, bodies[0]), settle_one)
 
         await pump(spec, send, flow)
     return flow.result()
