@@ -108,3 +108,24 @@ async def test_a_queue_persisted_alone_waits_for_the_first_commit_too() -> None:
             store.update(mq, 10 + mq.queue_id)
         await asyncio.gather(store.persist_all(set(queues[:3])), store.persist(queues[3]))
         assert tables.tables == {f"T@{GROUP}": {q: 10 + q for q in range(4)}}
+
+
+async def test_a_broker_behind_a_new_connection_gets_its_first_commits_alone_again() -> None:
+    """A restarted broker (or a new master after a failover) may have no table for the topic, whatever
+    this store committed before: the first commit over the new connection goes alone again."""
+    queues = [MessageQueue("T", "broker-a", q) for q in range(4)]
+    async with _store_on({"broker-a": UnlockedOffsetTables()}) as store:
+        for mq in queues:
+            store.update(mq, 10 + mq.queue_id)
+        await store.persist_all(set(queues))
+        fresh = UnlockedOffsetTables()
+        server = RemotingServer(fresh, "127.0.0.1", 0)
+        await server.start()
+        try:
+            store.instance.brokers["broker-a"] = {MASTER_ID: f"127.0.0.1:{server.port}"}
+            for mq in queues:
+                store.update(mq, 20 + mq.queue_id)
+            await store.persist_all(set(queues))
+            assert fresh.tables == {f"T@{GROUP}": {q: 20 + q for q in range(4)}}
+        finally:
+            await server.close()

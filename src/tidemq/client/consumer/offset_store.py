@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from tidemq.client import api
 from tidemq.client.message_queue import MessageQueue
 from tidemq.remoting import jsonx
-from tidemq.remoting.transport import RemotingError
+from tidemq.remoting.transport import RemotingConnection, RemotingError
 
 if TYPE_CHECKING:
     from tidemq.client.instance import ClientInstance
@@ -73,8 +73,10 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         super().__init__()
         self.instance = instance
         self.group = group
-        #: (broker, topic) pairs this store has committed to: their offset table exists on the broker.
-        self._committed: set[tuple[str, str]] = set()
+        #: (broker, topic) pairs this store has committed to, with the connection that commit went over:
+        #: their offset table exists on the broker at the far end of that connection. A new connection
+        #: (the broker restarted, or another master took over) may lead to a broker without it.
+        self._committed: dict[tuple[str, str], RemotingConnection] = {}
         #: Held by a pair's first commit while it is on the wire (``persist``); dropped once one succeeded.
         self._first_commits: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -97,30 +99,37 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         return offset
 
     async def persist(self, mq: MessageQueue) -> None:
-        """Commit ``mq``'s offset. A topic's first commit to a broker goes alone, the others of that topic
-        waiting for it (and the next one going alone if it failed): Apache RocketMQ's broker creates a
-        group's offset table of a topic without a lock, so of two first commits arriving together one can
-        be lost (seen with 4.9.7: a queue read to its end kept its whole lag)."""
+        """Commit ``mq``'s offset. A topic's first commit to a broker (over a connection) goes alone, the
+        others of that topic waiting for it (and the next one going alone if it failed): Apache
+        RocketMQ's broker creates a group's offset table of a topic without a lock, so of two first
+        commits arriving together one can be lost (seen with 4.9.7: a queue read to its end kept its
+        whole lag)."""
+        if mq not in self.table:
+            return
+        try:
+            conn = await self.instance.broker_connection(mq.broker_name)
+        except Exception as exc:
+            log.warning("persisting the offset of %s failed: %s", mq, exc)
+            return
         pair = (mq.broker_name, mq.topic)
-        if pair not in self._committed:
+        if self._committed.get(pair) is not conn:
             async with self._first_commits.setdefault(pair, asyncio.Lock()):
-                if pair not in self._committed:
-                    await self._commit(mq)
+                if self._committed.get(pair) is not conn:
+                    await self._commit(mq, conn)
                     return
-        await self._commit(mq)
+        await self._commit(mq, conn)
 
-    async def _commit(self, mq: MessageQueue) -> None:
+    async def _commit(self, mq: MessageQueue, conn: RemotingConnection) -> None:
         offset = self.table.get(mq)
         if offset is None:
             return
         try:
-            conn = await self.instance.broker_connection(mq.broker_name)
             await api.update_consumer_offset(conn, self.group, mq.topic, mq.queue_id, offset)
         except Exception as exc:
             log.warning("persisting offset %d of %s failed: %s", offset, mq, exc)
         else:
             pair = (mq.broker_name, mq.topic)
-            self._committed.add(pair)
+            self._committed[pair] = conn
             self._first_commits.pop(pair, None)
 
     async def persist_all(self, mqs: set[MessageQueue]) -> None:
