@@ -4,6 +4,7 @@ sends, each future with its own SendResult."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from tests.support import RawClient, ServerProcess, eventually, unique
 from tidemq.client import BlockingProducer
 from tidemq.client.api import BrokerError
-from tidemq.client.auto_batch import AutoBatchSettings
+from tidemq.client.auto_batch import AutoBatchSettings, SendCallback
 from tidemq.client.message import Message, SendResult, SendStatus
 from tidemq.client.producer import Producer
 from tidemq.remoting.codes import ResponseCode
@@ -68,7 +69,7 @@ async def test_callbacks_hear_their_own_result_and_one_that_raises_stops_no_othe
     topic = unique("AutoCallback")
     heard: dict[int, tuple[SendResult | None, BaseException | None]] = {}
 
-    def callback_for(i: int):  # type: ignore[no-untyped-def]
+    def callback_for(i: int) -> SendCallback:
         def callback(result: SendResult | None, error: BaseException | None) -> None:
             heard[i] = (result, error)
             if i % 10 == 3:
@@ -90,22 +91,53 @@ async def test_callbacks_hear_their_own_result_and_one_that_raises_stops_no_othe
 
 
 @pytest.mark.e2e
-async def test_a_failed_batch_tells_every_callback(tmp_path: Path) -> None:
+async def test_a_failed_batch_tells_every_callback_and_its_dropped_futures_stay_quiet(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     proc = ServerProcess(tmp_path / "data", "--max-message-size", "3000").start()
     try:
         topic = unique("AutoBigCallback")
         heard: list[tuple[SendResult | None, BaseException | None]] = []
         async with Producer(unique("PG"), proc.namesrv, auto_batch=True) as producer:
             await producer.queues_for(topic)
-            futures = [
+            for _ in range(40):  # the futures dropped at once: the callbacks take the outcome
                 producer.send_async(Message(topic, bytes(400)), lambda r, e: heard.append((r, e)))
-                for _ in range(40)
-            ]
-            await asyncio.gather(*futures, return_exceptions=True)
         assert len(heard) == 40
         assert all(r is None and isinstance(e, BrokerError) for r, e in heard), heard
+        heard.clear()  # the errors' tracebacks hold the batch and its futures
+        gc.collect()
+        await asyncio.sleep(0)
+        assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
     finally:
         proc.stop()
+
+
+@pytest.mark.e2e
+async def test_a_batch_failing_after_some_messages_were_settled_tells_no_callback_twice(
+    server: ServerProcess,
+) -> None:
+    topic = unique("AutoHookRaises")
+    heard: dict[int, list[BaseException | None]] = {}
+
+    def hook(msg: Message, _mq: object, result: SendResult | None, _error: BaseException | None) -> None:
+        if result is not None and msg.body == b"m5":
+            raise RuntimeError("an interceptor fails on the sixth message")
+
+    async with Producer(unique("PG"), server.namesrv, auto_batch=True) as producer:
+        await producer.queues_for(topic)
+        producer.interceptors.append(hook)
+        mq = (await producer.queues_for(topic))[0]
+        futures = [
+            producer.send_async(
+                Message(topic, b"m%d" % i), lambda _r, e, i=i: heard.setdefault(i, []).append(e), queue=mq
+            )
+            for i in range(10)
+        ]
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+    assert sorted(heard) == list(range(10))
+    assert all(len(told) == 1 for told in heard.values()), heard
+    assert [e is None for i in range(10) for e in heard[i]] == [i < 5 for i in range(10)]
+    assert [isinstance(o, SendResult) for o in outcomes] == [i < 5 for i in range(10)]
 
 
 @pytest.mark.e2e

@@ -101,6 +101,31 @@ class _Batch:
     futures: list[asyncio.Future[SendResult]]
     callbacks: list[SendCallback | None]
 
+    def settle(self, i: int, result: SendResult | None, error: BaseException | None) -> None:
+        """Message ``i``'s future gets its result or the error (unless the caller cancelled it), and its
+        callback, if any, is told once: a batch that fails after some of its messages were settled (an
+        interceptor raised) does not tell those again. A callback that raises is logged; the others are
+        still told. A callback that takes the error has read it: asyncio does not report it as never
+        retrieved when the caller dropped the future."""
+        future = self.futures[i]
+        if not future.done():
+            if error is not None:
+                future.set_exception(error)
+            elif result is not None:
+                future.set_result(result)
+        callback = self.callbacks[i]
+        if callback is None:
+            return
+        self.callbacks[i] = None
+        if future.cancelled():
+            result, error = None, asyncio.CancelledError()
+        elif (stored := future.exception()) is not None:
+            result, error = None, stored
+        try:
+            callback(result, error)
+        except Exception:
+            log.exception("a send_async callback raised")
+
 
 class Accumulator:
     """One producer's gatherings, keyed per queue; ``held`` bytes are bounded by ``total_max_bytes``."""
@@ -300,7 +325,7 @@ class Accumulator:
         """Split the batch's answer: message i has the i-th offset message id and the first offset + i."""
         offset_ids = result.offset_msg_id.split(",")
         hooks = self.producer.interceptors
-        for i, future in enumerate(batch.futures):
+        for i in range(len(batch.futures)):
             own = SendResult(
                 result.status,
                 batch.ids[i],
@@ -310,21 +335,13 @@ class Accumulator:
             )
             for hook in hooks:
                 hook(batch.msgs[i], result.message_queue, own, None)
-            if not future.done():
-                future.set_result(own)
-            callback = batch.callbacks[i]
-            if callback is not None:
-                _tell(callback, future, own, None)
+            batch.settle(i, own, None)
 
     def _fail(self, batch: _Batch, error: BaseException) -> None:
-        for i, future in enumerate(batch.futures):
+        for i in range(len(batch.futures)):
             for hook in self.producer.interceptors:
                 hook(batch.msgs[i], None, None, error)
-            if not future.done():
-                future.set_exception(error)
-            callback = batch.callbacks[i]
-            if callback is not None:
-                _tell(callback, future, None, error)
+            batch.settle(i, None, error)
 
     async def close(self) -> None:
         """Send what is gathered and wait for every batch on the wire: shutdown drops nothing."""
@@ -339,19 +356,3 @@ class Accumulator:
                     self._flush(key, gathering)
             if not self._tasks:
                 await asyncio.sleep(0)
-
-
-def _tell(
-    callback: SendCallback,
-    future: asyncio.Future[SendResult],
-    result: SendResult | None,
-    error: BaseException | None,
-) -> None:
-    """Call a message's callback as its future ended (a caller who cancelled the future hears of that, as
-    a done-callback would); one that raises is logged and the batch's other callbacks are still called."""
-    if future.cancelled():
-        result, error = None, asyncio.CancelledError()
-    try:
-        callback(result, error)
-    except Exception:
-        log.exception("a send_async callback raised")

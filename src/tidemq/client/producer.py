@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from tidemq.address import DEFAULT_NAMESRV_ADDR
 from tidemq.client import api
-from tidemq.client.auto_batch import Accumulator, AutoBatchSettings
+from tidemq.client.auto_batch import Accumulator, AutoBatchSettings, SendCallback
 from tidemq.client.config import ClientConfig, strip_namespace, wrap_namespace
 from tidemq.client.fast_send import start_send
 from tidemq.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, LatencyFaultTolerance, retryable
@@ -441,7 +441,7 @@ class Producer:
     def send_async(
         self,
         msg: Message,
-        callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
+        callback: SendCallback | None = None,
         **kwargs: Any,
     ) -> asyncio.Future[SendResult]:
         """Start a send and return at once; the future (and ``callback``) get the result. With

@@ -18,6 +18,7 @@ from tidemq.record.layout import PROPERTIES_LENGTH, MessageDecodeError
 BATCH_ITEM_HEAD = struct.Struct(">iiiii")
 #: An item's size beyond its body and properties: the head and the properties length.
 ITEM_OVERHEAD = BATCH_ITEM_HEAD.size + PROPERTIES_LENGTH.size
+_pack_head, _pack_length = BATCH_ITEM_HEAD.pack, PROPERTIES_LENGTH.pack
 
 
 @dataclass(slots=True)
@@ -43,9 +44,6 @@ def add_item(parts: list[bytes], flag: int, body: bytes, properties: str) -> int
     size = ITEM_OVERHEAD + len(body) + len(props)
     parts += (_pack_head(size, 0, 0, flag, len(body)), body, _pack_length(len(props)), props)
     return size
-
-
-_pack_head, _pack_length = BATCH_ITEM_HEAD.pack, PROPERTIES_LENGTH.pack
 
 
 def decode_batch(buf: bytes | bytearray | memoryview) -> list[BatchItem]:

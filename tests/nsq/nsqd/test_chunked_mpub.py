@@ -114,6 +114,9 @@ async def test_a_channel_created_during_an_mpub_gets_all_of_it(
         release.set()
         await mpub
         assert late.depth == topic.channel("a").depth == BIG
+        # /stats counts every chunk's bodies once (summed chunk by chunk)
+        assert topic.message_count == BIG
+        assert topic.message_bytes == sum(len(b"m%d" % i) for i in range(BIG))
 
 
 async def test_aborted_mpub_is_not_depth_and_is_pruned_once_passed(
