@@ -107,20 +107,20 @@ class _Batch:
         interceptor raised) does not tell those again. A callback that raises is logged; the others are
         still told. A callback that takes the error has read it: asyncio does not report it as never
         retrieved when the caller dropped the future."""
-        future = self.futures[i]
-        if not future.done():
-            if error is not None:
-                future.set_exception(error)
-            elif result is not None:
-                future.set_result(result)
-        callback = self.callbacks[i]
+        future, callback = self.futures[i], self.callbacks[i]
+        if future.cancelled():
+            result, error = None, asyncio.CancelledError()
+        elif future.done():
+            return  # settled before: the batch failed after this message was settled
+        elif error is not None:
+            future.set_exception(error)
+            if callback is not None:
+                future.exception()  # read: the callback takes it
+        elif result is not None:
+            future.set_result(result)
         if callback is None:
             return
         self.callbacks[i] = None
-        if future.cancelled():
-            result, error = None, asyncio.CancelledError()
-        elif (stored := future.exception()) is not None:
-            result, error = None, stored
         try:
             callback(result, error)
         except Exception:
