@@ -111,10 +111,12 @@ class Flusher:
             self.commitlog.flushed = max(self.commitlog.flushed, target)
         # Taken off before any is told: a callback may add waiters meanwhile.
         flushed, waiters, self._waiters = self.commitlog.flushed, self._waiters, []
-        still_waiting = [(offset, done) for offset, done in waiters if offset > flushed]
+        still_waiting = []
         for offset, done in waiters:
             if offset <= flushed:
                 _tell(done, None)
+            else:
+                still_waiting.append((offset, done))
         self._waiters[:0] = still_waiting
         if self._waiters:
             self._wakeup.set()
