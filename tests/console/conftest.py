@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
@@ -119,10 +119,30 @@ def screenshot(driver: object, name: str) -> None:
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))  # type: ignore[attr-defined]
 
 
+#: How chromium (156 at least) words a stale element when the page was replaced between finding it and
+#: reading it: a plain "unknown error", not Selenium's ``StaleElementReferenceException``.
+DETACHED_NODE = "does not belong to the document"
+
+
+class _Settle(WebDriverWait[Any]):
+    """A wait whose condition is simply tried again when the element it read went stale."""
+
+    def until(self, method: Any, message: str = "") -> Any:
+        def tolerant(driver: Any) -> Any:
+            try:
+                return method(driver)
+            except WebDriverException as error:
+                if DETACHED_NODE not in (error.msg or ""):
+                    raise
+                return False
+
+        return super().until(tolerant, message)
+
+
 def settle(driver: Any, timeout: float = 20, poll_frequency: float = 0.5) -> WebDriverWait[Any]:
     """A wait that rides out a page being replaced under it (an element found a moment before the reload
     goes stale): the condition is simply tried again."""
-    return WebDriverWait(
+    return _Settle(
         driver, timeout, poll_frequency=poll_frequency, ignored_exceptions=(StaleElementReferenceException,)
     )
 
