@@ -282,8 +282,9 @@ async def test_broadcasting_gives_everyone_everything_and_offsets_survive(
 @pytest.mark.parametrize("kind", ["coroutine", "plain"])
 async def test_concurrent_pool_consumes_one_queue_in_parallel(server: ServerProcess, kind: str) -> None:
     """Single-message requests cut from one pulled batch run on ``consume_thread_max`` workers at once,
-    whether the listener awaits on the loop or blocks on the pool: the workers wake each other while
-    requests remain, so a slow listener does not leave the rest of the batch waiting behind it."""
+    whether the listener awaits on the loop or blocks on the pool: a worker whose listener suspends while
+    requests remain brings in the next one, so a slow listener does not leave the rest of the batch
+    waiting behind it."""
     await create_topic(server.broker, f"Parallel{kind}", 1)
     await produce(server.namesrv, f"Parallel{kind}", 24)
     lock = threading.Lock()

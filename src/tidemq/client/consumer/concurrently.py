@@ -51,6 +51,7 @@ class ConcurrentConsumeService:
         self._pending: deque[_Pulled] = deque()
         self._idle: list[asyncio.Future[None]] = []  # one per worker waiting for work
         self._busy = 0  # workers inside a consume request
+        self._wake_planned = False  # a _wake_if_still_pending is scheduled
         self._drained: asyncio.Event | None = None  # set by close(): wakes it when the last request ends
         self._workers: list[asyncio.Task[None]] = []
         self._tasks = TaskSet()  # local retries waiting out their delay
@@ -71,15 +72,23 @@ class ConcurrentConsumeService:
         self._wake_one()
 
     def _wake_one(self) -> None:
-        """Wake one idle worker. Each worker that takes a request wakes the next while requests remain,
-        so a listener that awaits brings in more workers one by one, and a listener that never suspends
-        lets the first worker run through the batch while the others sleep on."""
+        """Wake one idle worker."""
         idle = self._idle
         while idle:
             waiter = idle.pop()
             if not waiter.done():
                 waiter.set_result(None)
                 return
+
+    def _wake_if_still_pending(self) -> None:
+        """Requests remain after the loop's next turn: the worker that planned this suspended in its
+        listener, so another worker starts. A listener that awaits brings in more workers one loop turn
+        at a time; one that never suspends runs through the requests in one worker, and nobody is woken
+        only to find the queue empty (waking the next worker at once did that every six messages or so:
+        about 5 % of the consumer's CPU, docs/performance.md)."""
+        self._wake_planned = False
+        if self._pending:
+            self._wake_one()
 
     def _next_request(self) -> tuple[list[MessageExt], ProcessQueue, MessageQueue] | None:
         """The next ``consume_batch_max_size`` messages from the front of the queue, or None."""
@@ -106,8 +115,9 @@ class ConcurrentConsumeService:
                 await waiter
                 continue
             msgs, pq, mq = request
-            if self._pending:
-                self._wake_one()
+            if self._pending and not self._wake_planned:
+                self._wake_planned = True
+                loop.call_soon(self._wake_if_still_pending)
             self._busy += 1
             try:
                 await self._consume(msgs, pq, mq)
